@@ -1,0 +1,57 @@
+"""wire: protocol v1 of agent-actors over ZeroMQ, and its trio client and server.
+
+Layout: the sans-IO core (``_messages``, ``_codec``, ``_errors``, ``_state``,
+``_server_protocol``, ``_client_protocol``, ``_shapes``, ``_endpoints``) never imports trio or
+zmq and never reads a clock; ``_pump``, ``_server``, ``_client`` and ``_proxy`` are the thin trio
+transport. This module pulls together the public API. ``wire`` never imports ``actors``.
+"""
+
+from wire._client import Client as Client
+from wire._client import ClientStatistics as ClientStatistics
+from wire._client import open_client as open_client
+from wire._codec import decode as decode
+from wire._codec import encode as encode
+from wire._endpoints import CallContext as CallContext
+from wire._endpoints import Endpoint as Endpoint
+from wire._endpoints import EndpointSpec as EndpointSpec
+from wire._endpoints import Param as Param
+from wire._endpoints import Registry as Registry
+from wire._errors import ERROR_TYPES as ERROR_TYPES
+from wire._errors import AgentBusyError as AgentBusyError
+from wire._errors import ArgumentsInvalidError as ArgumentsInvalidError
+from wire._errors import BadRequestError as BadRequestError
+from wire._errors import CallCancelledError as CallCancelledError
+from wire._errors import CancelReason as CancelReason
+from wire._errors import DeadlineExceededError as DeadlineExceededError
+from wire._errors import ErrorCode as ErrorCode
+from wire._errors import InternalError as InternalError
+from wire._errors import LocalProtocolError as LocalProtocolError
+from wire._errors import OverloadedError as OverloadedError
+from wire._errors import PeerLostError as PeerLostError
+from wire._errors import RemoteProtocolError as RemoteProtocolError
+from wire._errors import ResultInvalidError as ResultInvalidError
+from wire._errors import SessionNotFoundError as SessionNotFoundError
+from wire._errors import SessionReferenceError as SessionReferenceError
+from wire._errors import TooLargeError as TooLargeError
+from wire._errors import UnauthorizedError as UnauthorizedError
+from wire._errors import UnavailableError as UnavailableError
+from wire._errors import UnknownEndpointError as UnknownEndpointError
+from wire._errors import UnsupportedVersionError as UnsupportedVersionError
+from wire._errors import WireError as WireError
+from wire._messages import PROTOCOL_VERSION as PROTOCOL_VERSION
+from wire._messages import Bye as Bye
+from wire._messages import Call as Call
+from wire._messages import Cancel as Cancel
+from wire._messages import Error as Error
+from wire._messages import Hello as Hello
+from wire._messages import Message as Message
+from wire._messages import Ping as Ping
+from wire._messages import Pong as Pong
+from wire._messages import Result as Result
+from wire._messages import Welcome as Welcome
+from wire._server import Server as Server
+from wire._server import ServerStatistics as ServerStatistics
+from wire._server_protocol import ServerLimits as ServerLimits
+from wire._server_protocol import ServerProtocol as ServerProtocol
+from wire._shapes import WIRE_NAME as WIRE_NAME
+from wire._shapes import ShapeError as ShapeError

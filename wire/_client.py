@@ -1,0 +1,254 @@
+"""The trio client: a DEALER socket, its pump, and calls that can be cancelled across the wire.
+
+A caller waits parked on its own task (``wait_task_rescheduled``), so a result costs one
+reschedule and no channel. If the caller's scope is cancelled while it waits, the abort
+callback forgets the call and queues a ``cancel`` frame in the same step, so a late result finds
+no caller to hand itself to and is dropped. If the result and the cancel cross (the result was
+already handed over but the caller has not run yet), the caller re-checks its scope before
+returning and raises ``Cancelled``: a cancelled caller never sees a result.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+import outcome
+import trio
+import zmq
+
+from wire._client_protocol import ClientProtocol, ClientState, Lost, Ready, Resolved, SendFrame
+from wire._endpoints import EndpointSpec
+from wire._errors import (
+    CancelReason,
+    PeerLostError,
+    ResultInvalidError,
+    UnavailableError,
+    WireError,
+)
+from wire._messages import Welcome
+from wire._pump import SocketPump
+from wire._shapes import ShapeError, converter_for
+
+__all__ = ["Client", "ClientStatistics", "open_client"]
+
+_TICK = 0.1
+
+
+@attrs.frozen(kw_only=True)
+class ClientStatistics:
+    #: Calls sent and not yet ended.
+    pending_calls: int
+    #: ``greeting``, ``ready``, ``lost`` or ``closed``.
+    state: str
+    #: Frames held back because the server was not reading.
+    backlog_frames: int
+
+
+class Client:
+    """A connection to one server. Create with :func:`open_client`."""
+
+    def __init__(self, socket: zmq.Socket[bytes], *, name: str) -> None:
+        self._protocol = ClientProtocol(name=name, now=trio.current_time())
+        self._pump = SocketPump(socket, router=False, on_receive=self._on_receive)
+        self._ready = trio.Event()
+        self._specs: dict[str, EndpointSpec] = {}
+        self._described: dict[str, Any] | None = None
+        self.welcome: Welcome | None = None
+
+    # -- calls ------------------------------------------------------------------------------
+
+    async def call(
+        self,
+        endpoint: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        supersede: str | None = None,
+        result: Any = Any,
+    ) -> Any:
+        """Call ``endpoint`` with wire-named ``args`` and return its result.
+
+        The caller's effective deadline (``trio.fail_after``/``move_on_after``) travels with the
+        call as its remaining budget. ``supersede`` names a latest-wins key: a newer call with
+        the same key from this client cancels this one on the server (this call then raises
+        :class:`~wire.CallCancelledError` with reason ``superseded``). ``result`` is the
+        annotation the result must match.
+
+        If cancelled, raises ``trio.Cancelled``; the server is told to cancel (reason
+        ``caller``, or ``deadline`` when the deadline passed) and any late result is dropped.
+
+        Raises:
+            WireError: the typed error the server answered with, or ``peer-lost`` when the
+                server stopped answering, ``overloaded`` when it is not reading,
+                ``result-invalid`` when the result does not match ``result``.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        now = trio.current_time()
+        deadline = trio.current_effective_deadline()
+        deadline_ms = (deadline - now) * 1000 if deadline != math.inf else None
+        task = trio.lowlevel.current_task()
+        call_id, frame = self._protocol.start_call(
+            task, endpoint, dict(args or {}), deadline_ms=deadline_ms, supersede=supersede
+        )
+        try:
+            self._pump.send_nowait(b"", frame)
+        except (WireError, trio.ClosedResourceError) as exc:
+            self._protocol.forget_call(call_id)
+            if isinstance(exc, WireError):
+                raise
+            raise UnavailableError("client is closed") from None
+
+        def abort(raise_cancel: Any) -> trio.lowlevel.Abort:
+            reason = (
+                CancelReason.DEADLINE if trio.current_time() >= deadline else CancelReason.CALLER
+            )
+            cancel = self._protocol.abandon_call(call_id, reason)
+            if cancel is not None:
+                try:
+                    self._pump.send_nowait(b"", cancel, force=True)
+                except trio.ClosedResourceError:
+                    pass  # the connection is gone; so is the server's interest in the call
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        value = await trio.lowlevel.wait_task_rescheduled(abort)
+        # The result may have been handed over in the same batch the caller's scope was
+        # cancelled: never give it to a cancelled caller.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if result is Any:
+            return value
+        try:
+            return converter_for(result)(value, "result")
+        except ShapeError as exc:
+            raise ResultInvalidError(f"{endpoint}: {exc}", details={"path": exc.path}) from None
+
+    # -- proxies ----------------------------------------------------------------------------
+
+    def agent(self, agent_id: str) -> Any:
+        """Proxy for one agent: ``client.agent(id).sessionReferenceResolver.candidates(q)``."""
+        from wire._proxy import AgentProxy
+
+        return AgentProxy(self, agent_id)
+
+    def remote(self, service: type) -> Any:
+        """Typed proxy for a service class declared with ``@Remote`` methods.
+
+        ``client.remote(SessionReferenceResolver).candidates(agent_id, query)``; results are
+        checked against the class's annotations.
+        """
+        from wire._proxy import ServiceProxy, specs_of
+
+        for spec in specs_of(service):
+            self._specs[spec.name] = spec
+        return ServiceProxy(self, service)
+
+    def learn(self, specs: list[EndpointSpec]) -> None:
+        """Make endpoint declarations known to dynamic proxies (avoids a describe call)."""
+        for spec in specs:
+            self._specs[spec.name] = spec
+
+    async def spec(self, endpoint: str) -> EndpointSpec | None:
+        """The declaration of ``endpoint``: learned, or fetched once through system/describe."""
+        if endpoint not in self._specs and self._described is None:
+            from wire._proxy import specs_from_describe
+
+            self._described = await self.call("system/describe")
+            for spec in specs_from_describe(self._described):
+                self._specs.setdefault(spec.name, spec)
+        return self._specs.get(endpoint)
+
+    def statistics(self) -> ClientStatistics:
+        return ClientStatistics(
+            pending_calls=self._protocol.pending_calls,
+            state=self._protocol.state.value,
+            backlog_frames=self._pump.backlog_size(),
+        )
+
+    # -- driving ----------------------------------------------------------------------------
+
+    def _on_receive(self, peer: bytes, frames: list[bytes]) -> None:
+        if len(frames) != 1:
+            return  # a ROUTER never sends this; ignore rather than trust it
+        self._apply(self._protocol.receive(frames[0], trio.current_time()))
+
+    def _apply(self, events: list[Any]) -> None:
+        for event in events:
+            match event:
+                case Resolved(handle, value, None):
+                    trio.lowlevel.reschedule(handle, outcome.Value(value))
+                case Resolved(handle, _, WireError() as error):
+                    trio.lowlevel.reschedule(handle, outcome.Error(error))
+                case SendFrame(frame):
+                    self._pump.send_nowait(b"", frame, force=True)
+                case Ready(welcome):
+                    self.welcome = welcome
+                    self._ready.set()
+                case Lost():
+                    pass
+
+    async def _timer(self) -> None:
+        while True:
+            await trio.sleep(_TICK)
+            self._apply(self._protocol.tick(trio.current_time()))
+
+    async def _greet(self, connect_timeout: float) -> None:
+        self._pump.send_nowait(b"", self._protocol.hello(trio.current_time()), force=True)
+        with trio.move_on_after(connect_timeout):
+            await self._ready.wait()
+        if self._protocol.state is not ClientState.READY:
+            raise UnavailableError(f"no welcome from the server within {connect_timeout:g} s")
+
+    def _close(self) -> None:
+        events = self._protocol.close()
+        try:
+            self._apply(events)
+            self._pump.flush_now()
+        except trio.ClosedResourceError:
+            pass
+
+
+@asynccontextmanager
+async def open_client(
+    endpoint: str,
+    *,
+    name: str = "agent-actors",
+    connect_timeout: float = 5.0,
+    context: zmq.Context[Any] | None = None,
+) -> AsyncIterator[Client]:
+    """Connect to the server at ``endpoint`` and say hello.
+
+    Resource handling: the socket and the background tasks live exactly as long as the
+    ``async with`` block; on exit calls still in flight fail with ``unavailable`` and the
+    server is told bye. Error handling: background failures never raise into the block; they
+    fail the calls in flight with ``peer-lost``.
+
+    Raises:
+        UnavailableError: no welcome within ``connect_timeout`` seconds.
+    """
+    socket = (context or zmq.Context.instance()).socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 200)
+    socket.setsockopt(zmq.SNDHWM, 10_000)
+    socket.setsockopt(zmq.RCVHWM, 10_000)
+    try:
+        socket.connect(endpoint)
+        client = Client(socket, name=name)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_pump_or_fail, client)
+            nursery.start_soon(client._timer)
+            try:
+                await client._greet(connect_timeout)
+                yield client
+            finally:
+                client._close()
+                nursery.cancel_scope.cancel()
+    finally:
+        socket.close(linger=200)
+
+
+async def _pump_or_fail(client: Client) -> None:
+    try:
+        await client._pump.run()
+    except zmq.ZMQError as exc:
+        client._apply(client._protocol.lose(PeerLostError(f"socket failed: {exc}")))

@@ -1,0 +1,239 @@
+"""The client half of protocol v1, sans-IO.
+
+:class:`ClientProtocol` tracks the connection state (greeting → ready → lost) and the calls in
+flight, each with an opaque handle the driver uses to wake its caller. It turns received frames
+into :class:`Resolved`, :class:`Ready` and :class:`Lost` events and tells the driver when to ping
+and when the server has been silent too long.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+
+from wire._codec import decode, encode
+from wire._errors import (
+    ArgumentsInvalidError,
+    CancelReason,
+    ErrorCode,
+    LocalProtocolError,
+    PeerLostError,
+    RemoteProtocolError,
+    TooLargeError,
+    UnavailableError,
+    WireError,
+    error_from_wire,
+)
+from wire._messages import Bye, Call, Cancel, Error, Hello, Ping, Pong, Result, Welcome
+
+__all__ = [
+    "ClientEvent",
+    "ClientProtocol",
+    "ClientState",
+    "Lost",
+    "Ready",
+    "Resolved",
+    "SendFrame",
+]
+
+
+class ClientState(enum.Enum):
+    #: hello sent, no welcome yet.
+    GREETING = "greeting"
+    READY = "ready"
+    #: The server went silent or said it does not know us; calls fail fast until a new welcome.
+    LOST = "lost"
+    CLOSED = "closed"
+
+
+@attrs.frozen
+class SendFrame:
+    frame: bytes
+
+
+@attrs.frozen
+class Resolved:
+    """Call ``handle`` ended with ``value`` or ``error``."""
+
+    handle: Any
+    value: Any = None
+    error: WireError | None = None
+
+
+@attrs.frozen
+class Ready:
+    welcome: Welcome
+
+
+@attrs.frozen
+class Lost:
+    """The server is lost; every call in flight was failed with ``error``."""
+
+    error: WireError
+
+
+ClientEvent = SendFrame | Resolved | Ready | Lost
+
+
+class ClientProtocol:
+    """Protocol state of one client connection."""
+
+    #: Client limits before a welcome says otherwise.
+    DEFAULT_HEARTBEAT = 1.0
+    DEFAULT_PEER_TIMEOUT = 2.5
+    DEFAULT_MAX_FRAME_BYTES = 8 * 1024 * 1024
+
+    def __init__(self, *, name: str = "agent-actors", now: float) -> None:
+        self.state = ClientState.GREETING
+        self.name = name
+        self.welcome: Welcome | None = None
+        self.heartbeat = self.DEFAULT_HEARTBEAT
+        self.peer_timeout = self.DEFAULT_PEER_TIMEOUT
+        self.max_frame_bytes = self.DEFAULT_MAX_FRAME_BYTES
+        self._pending: dict[int, Any] = {}
+        self._next_id = 1
+        self._last_heard = now
+        self._next_ping = now + self.heartbeat
+        self._ping = encode(Ping())
+
+    def hello(self, now: float) -> bytes:
+        """The hello frame; send it first, and again to start over after a loss."""
+        self._next_ping = now + self.heartbeat
+        return encode(Hello(name=self.name))
+
+    def start_call(
+        self,
+        handle: Any,
+        endpoint: str,
+        args: Any,
+        *,
+        deadline_ms: float | None = None,
+        supersede: str | None = None,
+    ) -> tuple[int, bytes]:
+        """Register a call and return ``(id, frame)``.
+
+        Raises:
+            PeerLostError: the server is lost (calls fail fast until it welcomes us again).
+            UnavailableError: the client is closed.
+            TooLargeError: the encoded call exceeds the server's frame limit.
+        """
+        if self.state is ClientState.LOST:
+            raise PeerLostError("server is not answering (heartbeat bound passed)")
+        if self.state is ClientState.CLOSED:
+            raise UnavailableError("client is closed")
+        call_id = self._next_id
+        self._next_id += 1
+        call = Call(
+            id=call_id, endpoint=endpoint, args=args, deadline_ms=deadline_ms, supersede=supersede
+        )
+        try:
+            frame = encode(call)
+        except LocalProtocolError as exc:
+            raise ArgumentsInvalidError(str(exc)) from None
+        if len(frame) > self.max_frame_bytes:
+            raise TooLargeError(
+                f"call of {len(frame)} bytes exceeds the limit of {self.max_frame_bytes} bytes",
+                details={"limit": self.max_frame_bytes},
+            )
+        self._pending[call_id] = handle
+        return call_id, frame
+
+    def abandon_call(self, call_id: int, reason: CancelReason) -> bytes | None:
+        """The caller gave up on ``call_id``: forget it and return the cancel frame to send.
+
+        Any result that arrives later is dropped. Returns ``None`` if the call already ended.
+        """
+        if self._pending.pop(call_id, None) is None:
+            return None
+        return encode(Cancel(id=call_id, reason=reason))
+
+    def forget_call(self, call_id: int) -> None:
+        """Drop ``call_id`` without telling the server (it was never sent)."""
+        self._pending.pop(call_id, None)
+
+    def receive(self, frame: bytes, now: float) -> list[ClientEvent]:
+        self._last_heard = now
+        try:
+            message = decode(frame, max_frame_bytes=self.max_frame_bytes)
+        except RemoteProtocolError:
+            # A server that sends garbage is not one we can trust with our calls.
+            return self.lose(PeerLostError("server sent an invalid frame"))
+        match message:
+            case Result():
+                handle = self._pending.pop(message.id, None)
+                return [] if handle is None else [Resolved(handle, value=message.value)]
+            case Error(id=None):
+                return self._connection_error(message)
+            case Error():
+                assert message.id is not None
+                handle = self._pending.pop(message.id, None)
+                if handle is None:
+                    return []
+                return [Resolved(handle, error=error_from_wire(message))]
+            case Ping():
+                return [SendFrame(encode(Pong()))]
+            case Pong():
+                return []
+            case Welcome():
+                self.welcome = message
+                self.heartbeat = message.heartbeat_ms / 1000
+                self.peer_timeout = message.peer_timeout_ms / 1000
+                self.max_frame_bytes = message.max_frame_bytes
+                self.state = ClientState.READY
+                return [Ready(message)]
+            case Bye():
+                return self.lose(UnavailableError("server is shutting down"))
+        return []
+
+    def _connection_error(self, error: Error) -> list[ClientEvent]:
+        if error.code == ErrorCode.PEER_LOST:
+            # The server forgot us (it restarted, or timed us out): start over.
+            return self.lose(error_from_wire(error))
+        if error.code == ErrorCode.UNSUPPORTED_VERSION:
+            return self.lose(error_from_wire(error))
+        bad_id = error.details.get("id")
+        if isinstance(bad_id, int) and bad_id in self._pending:
+            return [Resolved(self._pending.pop(bad_id), error=error_from_wire(error))]
+        return []
+
+    def lose(self, error: WireError) -> list[ClientEvent]:
+        if self.state is not ClientState.CLOSED:
+            self.state = ClientState.LOST
+        failed: list[ClientEvent] = [Resolved(h, error=error) for h in self._pending.values()]
+        self._pending.clear()
+        return [*failed, Lost(error)]
+
+    def tick(self, now: float) -> list[ClientEvent]:
+        """Advance timers: ping when due (and re-hello while lost); detect a silent server."""
+        events: list[ClientEvent] = []
+        if self.state is ClientState.CLOSED:
+            return events
+        if self.state is ClientState.READY and now - self._last_heard > self.peer_timeout:
+            events.extend(
+                self.lose(
+                    PeerLostError(
+                        f"server silent for more than {self.peer_timeout:g} s (heartbeat bound)"
+                    )
+                )
+            )
+        if now >= self._next_ping:
+            self._next_ping = now + self.heartbeat
+            frame = self._ping if self.state is ClientState.READY else self.hello(now)
+            events.append(SendFrame(frame))
+        return events
+
+    def close(self) -> list[ClientEvent]:
+        """Fail every call in flight and return the bye to send."""
+        events = self.lose(UnavailableError("client closed"))
+        self.state = ClientState.CLOSED
+        return [*events, SendFrame(encode(Bye()))]
+
+    @property
+    def pending_calls(self) -> int:
+        return len(self._pending)
+
+    @property
+    def heard_recently(self) -> bool:
+        return self.state is ClientState.READY

@@ -1,0 +1,287 @@
+"""msgpack codec for protocol v1: messages ⇄ bytes, with validation of peer input.
+
+Every frame is one msgpack map with a ``type`` key. :func:`decode` checks everything a peer
+could get wrong and raises :class:`~wire._errors.RemoteProtocolError` carrying the error frame
+to answer with; when the frame names a call id, that error is scoped to the call (h2's
+``StreamReset``) so its siblings go on. Unknown extra keys are ignored, which is what lets a
+later minor revision add optional fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgpack
+
+from wire._errors import CancelReason, ErrorCode, LocalProtocolError, RemoteProtocolError
+from wire._messages import (
+    MESSAGE_TYPES,
+    Bye,
+    Call,
+    Cancel,
+    Error,
+    Hello,
+    Message,
+    Ping,
+    Pong,
+    Result,
+    Welcome,
+)
+from wire._shapes import unstructure_default
+
+__all__ = ["MAX_CALL_ID", "decode", "encode"]
+
+#: Call ids stay exact in a JavaScript number (2**53 - 1), so a TypeScript client can use them.
+MAX_CALL_ID = 2**53 - 1
+
+_PACKER_DEFAULT = unstructure_default
+
+
+def encode(message: Message) -> bytes:
+    """Encode ``message`` as one msgpack frame.
+
+    Raises:
+        LocalProtocolError: a value in the message cannot be represented in msgpack.
+    """
+    try:
+        frame: bytes = msgpack.packb(_to_map(message), default=_PACKER_DEFAULT, use_bin_type=True)
+        return frame
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise LocalProtocolError(f"cannot encode {message.KIND}: {exc}") from exc
+
+
+def _to_map(message: Message) -> dict[str, Any]:
+    match message:
+        case Call():
+            out: dict[str, Any] = {
+                "type": "call",
+                "id": message.id,
+                "endpoint": message.endpoint,
+                "args": message.args,
+            }
+            if message.deadline_ms is not None:
+                out["deadlineMs"] = message.deadline_ms
+            if message.supersede is not None:
+                out["supersede"] = message.supersede
+            return out
+        case Result():
+            return {"type": "result", "id": message.id, "value": message.value}
+        case Error():
+            return {
+                "type": "error",
+                "id": message.id,
+                "code": message.code,
+                "message": message.message,
+                "details": message.details,
+            }
+        case Cancel():
+            return {"type": "cancel", "id": message.id, "reason": message.reason.value}
+        case Hello():
+            return {"type": "hello", "versions": list(message.versions), "name": message.name}
+        case Welcome():
+            return {
+                "type": "welcome",
+                "version": message.version,
+                "name": message.name,
+                "heartbeatMs": message.heartbeat_ms,
+                "peerTimeoutMs": message.peer_timeout_ms,
+                "maxFrameBytes": message.max_frame_bytes,
+                "maxInFlight": message.max_in_flight,
+            }
+        case Ping() | Pong() | Bye():
+            return {"type": message.KIND}
+    raise LocalProtocolError(f"not a protocol message: {message!r}")
+
+
+def decode(frame: bytes, *, max_frame_bytes: int) -> Message:
+    """Decode and validate one frame received from a peer.
+
+    Raises:
+        RemoteProtocolError: the frame is oversized, undecodable, not a map, of an unknown
+            kind, or has missing or mistyped fields. ``reply`` is the error frame to send; its
+            ``id`` is the call id when the frame named one.
+    """
+    if len(frame) > max_frame_bytes:
+        raise _bad(
+            None,
+            f"frame of {len(frame)} bytes exceeds the limit of {max_frame_bytes} bytes",
+            code=ErrorCode.TOO_LARGE,
+            limit=max_frame_bytes,
+        )
+    try:
+        raw = msgpack.unpackb(frame, raw=False, strict_map_key=True)
+    except Exception as exc:  # msgpack raises several unrelated types for garbage input
+        raise _bad(None, f"undecodable frame: {type(exc).__name__}: {exc}") from None
+    if not isinstance(raw, dict):
+        raise _bad(None, f"frame must be a map, got {_type_name(raw)}")
+    kind = raw.get("type")
+    call_id = _optional_id(raw)
+    if not isinstance(kind, str):
+        raise _bad(call_id, "frame has no string field 'type'")
+    reader = _READERS.get(kind)
+    if reader is None:
+        raise _bad(call_id, f"unknown message type {kind!r}")
+    return reader(_Fields(raw, kind, call_id))
+
+
+class _Fields:
+    """Typed access to one decoded map; every failure names the field and the message type."""
+
+    __slots__ = ("call_id", "kind", "raw")
+
+    def __init__(self, raw: dict[str, Any], kind: str, call_id: int | None) -> None:
+        self.raw = raw
+        self.kind = kind
+        self.call_id = call_id
+
+    def _get(self, key: str, types: type | tuple[type, ...], expected: str, default: Any) -> Any:
+        value = self.raw.get(key, _MISSING)
+        if value is _MISSING or (value is None and default is not _MISSING):
+            if default is _MISSING:
+                raise _bad(self.call_id, f"{self.kind}: missing field {key!r}")
+            return default
+        # bool is an int in Python, never in the protocol.
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in _tuple(types)):
+            raise _bad(
+                self.call_id,
+                f"{self.kind}: field {key!r} must be {expected}, got {_type_name(value)}",
+            )
+        return value
+
+    def text(self, key: str, default: Any = ...) -> Any:
+        return self._get(key, str, "a string", _MISSING if default is ... else default)
+
+    def integer(self, key: str, default: Any = ...) -> Any:
+        return self._get(key, int, "an integer", _MISSING if default is ... else default)
+
+    def number(self, key: str, default: Any = ...) -> Any:
+        return self._get(key, (int, float), "a number", _MISSING if default is ... else default)
+
+    def mapping(self, key: str, default: Any = ...) -> Any:
+        return self._get(key, dict, "a map", _MISSING if default is ... else default)
+
+    def array(self, key: str) -> Any:
+        return self._get(key, list, "an array", _MISSING)
+
+    def id(self) -> int:
+        if self.call_id is None:
+            value = self.raw.get("id", _MISSING)
+            what = "missing field 'id'" if value is _MISSING else "field 'id' must be a call id"
+            raise _bad(None, f"{self.kind}: {what} (an integer 0..2**53-1)")
+        return self.call_id
+
+
+_MISSING: Any = object()
+
+
+def _tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def _optional_id(raw: dict[str, Any]) -> int | None:
+    value = raw.get("id")
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_CALL_ID:
+        return value
+    return None
+
+
+def _read_call(f: _Fields) -> Call:
+    call_id = f.id()
+    endpoint = f.text("endpoint")
+    args = f.mapping("args", {})
+    deadline_ms = f.number("deadlineMs", None)
+    if deadline_ms is not None and not deadline_ms >= 0:  # also rejects NaN
+        raise _bad(call_id, "call: field 'deadlineMs' must be >= 0")
+    supersede = f.text("supersede", None)
+    return Call(
+        id=call_id, endpoint=endpoint, args=args, deadline_ms=deadline_ms, supersede=supersede
+    )
+
+
+def _read_cancel(f: _Fields) -> Cancel:
+    call_id = f.id()
+    reason = f.text("reason", CancelReason.CALLER.value)
+    try:
+        return Cancel(id=call_id, reason=CancelReason(reason))
+    except ValueError:
+        raise _bad(call_id, f"cancel: unknown reason {reason!r}") from None
+
+
+def _read_result(f: _Fields) -> Result:
+    return Result(id=f.id(), value=f.raw.get("value"))
+
+
+def _read_error(f: _Fields) -> Error:
+    raw_id = f.raw.get("id")
+    if raw_id is not None and f.call_id is None:
+        raise _bad(None, "error: field 'id' must be a call id or nil")
+    return Error(
+        id=f.call_id,
+        code=f.text("code"),
+        message=f.text("message", ""),
+        details=f.mapping("details", {}),
+    )
+
+
+def _read_hello(f: _Fields) -> Hello:
+    versions = f.array("versions")
+    if not versions or not all(isinstance(v, int) and not isinstance(v, bool) for v in versions):
+        raise _bad(None, "hello: field 'versions' must be a non-empty array of integers")
+    return Hello(versions=tuple(versions), name=f.text("name", ""))
+
+
+def _read_welcome(f: _Fields) -> Welcome:
+    return Welcome(
+        version=f.integer("version"),
+        name=f.text("name", ""),
+        heartbeat_ms=f.integer("heartbeatMs"),
+        peer_timeout_ms=f.integer("peerTimeoutMs"),
+        max_frame_bytes=f.integer("maxFrameBytes"),
+        max_in_flight=f.integer("maxInFlight"),
+    )
+
+
+_READERS: dict[str, Callable[[_Fields], Message]] = {
+    "call": _read_call,
+    "cancel": _read_cancel,
+    "result": _read_result,
+    "error": _read_error,
+    "hello": _read_hello,
+    "welcome": _read_welcome,
+    "ping": lambda f: Ping(),
+    "pong": lambda f: Pong(),
+    "bye": lambda f: Bye(),
+}
+assert set(_READERS) == set(MESSAGE_TYPES), "every message kind needs a reader"
+
+
+def _bad(
+    call_id: int | None,
+    message: str,
+    *,
+    code: ErrorCode = ErrorCode.BAD_REQUEST,
+    **details: Any,
+) -> RemoteProtocolError:
+    return RemoteProtocolError(message, reply=Error.of(call_id, code, message, **details))
+
+
+def _type_name(value: object) -> str:
+    match value:
+        case None:
+            return "nil"
+        case bool():
+            return "a boolean"
+        case int():
+            return "an integer"
+        case float():
+            return "a float"
+        case str():
+            return "a string"
+        case bytes():
+            return "binary"
+        case list():
+            return "an array"
+        case Mapping():
+            return "a map"
+    return type(value).__name__

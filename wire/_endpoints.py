@@ -1,0 +1,200 @@
+"""Endpoint declarations the server dispatches on and the client builds proxies from.
+
+``wire`` knows nothing of agents: a parameter may be marked as a *lookup* (``agent`` → wire
+``agentId``), and resolving it is the job of whoever registers the handler (the actor system).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+import attrs
+
+from wire._errors import ArgumentsInvalidError
+from wire._shapes import (
+    ShapeError,
+    converter_for,
+    describe_record,
+    describe_type,
+    records_in,
+)
+
+__all__ = [
+    "REQUIRED",
+    "CallContext",
+    "Endpoint",
+    "EndpointSpec",
+    "Handler",
+    "Param",
+    "Registry",
+]
+
+
+class _Required(enum.Enum):
+    """Marks a parameter without a default (``attrs.NOTHING`` would mean "no attrs default")."""
+
+    REQUIRED = "required"
+
+
+REQUIRED = _Required.REQUIRED
+
+
+@attrs.frozen(kw_only=True)
+class Param:
+    """One named parameter of an endpoint."""
+
+    #: Python name in the handler's signature (``agent``).
+    name: str
+    #: Name on the wire (``agentId``).
+    wire_name: str
+    #: Annotation the wire value must match (a lookup's wire value is a string).
+    annotation: Any = Any
+    #: Default if the caller omits it; ``REQUIRED`` means required.
+    default: Any = REQUIRED
+    #: Lookup kind (``"agent"``) if the runtime resolves this value to a live object.
+    lookup: str | None = None
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+
+@attrs.frozen(kw_only=True)
+class EndpointSpec:
+    """Everything about an endpoint but its implementation."""
+
+    #: ``namespace/method``.
+    name: str
+    params: tuple[Param, ...] = ()
+    result: Any = Any
+    #: Whether the call changes state (runs exclusively on its actor).
+    mutates: bool = False
+    doc: str = ""
+
+    @property
+    def namespace(self) -> str:
+        return self.name.split("/", 1)[0]
+
+    @property
+    def method(self) -> str:
+        return self.name.split("/", 1)[1]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "params": [
+                {
+                    "name": p.wire_name,
+                    "type": describe_type(p.annotation),
+                    "required": p.required,
+                    **({"lookup": p.lookup} if p.lookup else {}),
+                }
+                for p in self.params
+            ],
+            "result": describe_type(self.result),
+            "mutates": self.mutates,
+            "doc": self.doc,
+        }
+
+
+class CallContext(Protocol):
+    """What a handler learns about its call, and how it reports admission."""
+
+    @property
+    def peer(self) -> bytes: ...
+
+    @property
+    def call_id(self) -> int: ...
+
+    def running(self) -> None:
+        """Report that the call left its queue and began executing (for ``cancelled`` errors)."""
+
+
+#: ``handler(context, args)``; ``args`` maps Python parameter names to validated values.
+Handler = Callable[[CallContext, dict[str, Any]], Awaitable[Any]]
+
+
+@attrs.frozen(kw_only=True)
+class Endpoint:
+    spec: EndpointSpec
+    handler: Handler
+    #: If true the handler calls ``context.running()`` itself (after its own admission).
+    admits_itself: bool = False
+    _converters: tuple[tuple[Param, Callable[[Any, str], Any]], ...] = attrs.field(
+        init=False,
+        default=attrs.Factory(
+            lambda self: tuple((p, converter_for(p.annotation)) for p in self.spec.params),
+            takes_self=True,
+        ),
+    )
+
+    def bind(self, wire_args: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate wire arguments and map them to Python parameter names.
+
+        Raises:
+            ArgumentsInvalidError: a missing, unknown or mistyped argument (``details.path``).
+        """
+        bound: dict[str, Any] = {}
+        seen = 0
+        for param, convert in self._converters:
+            if param.wire_name in wire_args:
+                seen += 1
+                try:
+                    bound[param.name] = convert(wire_args[param.wire_name], param.wire_name)
+                except ShapeError as exc:
+                    raise ArgumentsInvalidError(
+                        f"{self.spec.name}: {exc}", details={"path": exc.path}
+                    ) from None
+            elif param.required:
+                raise ArgumentsInvalidError(
+                    f"{self.spec.name}: missing argument {param.wire_name!r}",
+                    details={"path": param.wire_name},
+                )
+            else:
+                bound[param.name] = param.default
+        if seen != len(wire_args):
+            known = {p.wire_name for p in self.spec.params}
+            extra = sorted(str(k) for k in wire_args if k not in known)
+            raise ArgumentsInvalidError(
+                f"{self.spec.name}: unknown argument(s) {', '.join(map(repr, extra))}",
+                details={"path": extra[0] if extra else ""},
+            )
+        return bound
+
+
+class Registry:
+    """Endpoints by name; what a server dispatches on."""
+
+    def __init__(self, endpoints: Iterable[Endpoint] = ()) -> None:
+        self._endpoints: dict[str, Endpoint] = {}
+        for endpoint in endpoints:
+            self.add(endpoint)
+
+    def add(self, endpoint: Endpoint) -> None:
+        name = endpoint.spec.name
+        if name in self._endpoints:
+            raise ValueError(f"endpoint {name!r} is registered twice")
+        if name.count("/") != 1 or not all(name.split("/")):
+            raise ValueError(f"endpoint name {name!r} must be 'namespace/method'")
+        self._endpoints[name] = endpoint
+
+    def get(self, name: str) -> Endpoint | None:
+        return self._endpoints.get(name)
+
+    def __iter__(self) -> Any:
+        return iter(self._endpoints.values())
+
+    def describe(self) -> dict[str, Any]:
+        """The ``system/describe`` result: endpoints and the record types they use."""
+        records: list[type] = []
+        for endpoint in self._endpoints.values():
+            for annotation in (endpoint.spec.result, *(p.annotation for p in endpoint.spec.params)):
+                for record in records_in(annotation):
+                    if record not in records:
+                        records.append(record)
+        return {
+            "endpoints": [e.spec.describe() for e in sorted(self, key=lambda e: e.spec.name)],
+            "types": {r.__name__: describe_record(r) for r in records},
+        }

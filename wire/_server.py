@@ -1,0 +1,354 @@
+"""The trio server: a ROUTER socket, its pump, and one task per call.
+
+:class:`Server` drives :class:`~wire._server_protocol.ServerProtocol`: frames from the pump go
+through the protocol, whose events start handler tasks, cancel their scopes and queue frames.
+Each call's cancel scope is created, and registered with the protocol, before its task starts:
+a cancel that arrives in the same batch as its call must find the scope (the pitfall the design
+notes), and trio applies a cancel to a scope that has not been entered yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+import trio
+import zmq
+
+from wire._codec import encode
+from wire._endpoints import Endpoint, EndpointSpec, Registry
+from wire._errors import ErrorCode, InternalError, UnknownEndpointError, WireError
+from wire._messages import Error, Result
+from wire._pump import SocketPump
+from wire._server_protocol import (
+    CallRecord,
+    CancelCall,
+    Interrupted,
+    PeerDropped,
+    PeerGreeted,
+    Send,
+    ServerEvent,
+    ServerLimits,
+    ServerProtocol,
+    StartCall,
+)
+
+__all__ = ["Server", "ServerStatistics"]
+
+log = logging.getLogger("wire.server")
+
+#: Timer resolution for heartbeats and peer timeouts (seconds); the loss bound is
+#: ``peer_timeout + _TICK``.
+_TICK = 0.1
+
+
+@attrs.frozen(kw_only=True)
+class ServerStatistics:
+    """A snapshot of a server's load (``system/stats``)."""
+
+    #: Peers that said hello and are not lost.
+    peers: int
+    #: Calls in flight by state (queued, running, cancelling-queued, cancelling-running).
+    calls: dict[str, int]
+    #: Handler tasks alive right now (each call has at most one).
+    handler_tasks: int
+    #: Calls received since start.
+    calls_total: int
+    #: Calls that ended cancelled since start.
+    cancelled_total: int
+    #: Frames held back because a peer was not reading.
+    backlog_frames: int
+
+
+@attrs.define(eq=False)
+class _Context:
+    """The :class:`~wire._endpoints.CallContext` of one call."""
+
+    _server: Server
+    _record: CallRecord
+
+    @property
+    def peer(self) -> bytes:
+        return self._record.peer
+
+    @property
+    def call_id(self) -> int:
+        return self._record.call.id
+
+    def running(self) -> None:
+        self._server._protocol.call_started(self._record)
+
+
+class Server:
+    """Serves a :class:`~wire._endpoints.Registry` on one or more ZeroMQ endpoints.
+
+    Args:
+        registry: The endpoints to serve; ``system/describe`` and ``system/stats`` are added.
+        limits: Timers and limits announced in the welcome.
+        context: The ZeroMQ context (default: the process-wide instance).
+    """
+
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        limits: ServerLimits | None = None,
+        context: zmq.Context[Any] | None = None,
+    ) -> None:
+        self.registry = registry
+        self.limits = limits or ServerLimits()
+        self._protocol = ServerProtocol(self.limits)
+        self._context = context or zmq.Context.instance()
+        self._socket: zmq.Socket[bytes] | None = None
+        self._pump: SocketPump | None = None
+        self._nursery: trio.Nursery | None = None
+        self._handler_tasks = 0
+        self._calls_total = 0
+        self._cancelled_total = 0
+        self._idle = trio.Event()
+        self._idle.set()
+        self._stopping = False
+        self._stopped = trio.Event()
+        self.addresses: list[str] = []
+        for endpoint in _system_endpoints(self):
+            if registry.get(endpoint.spec.name) is None:
+                registry.add(endpoint)
+
+    async def run(
+        self, endpoints: str | Iterable[str], *, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Bind, report the bound addresses through ``task_status``, serve until :meth:`aclose`.
+
+        Resource handling: the socket is closed when this returns or is cancelled. Error
+        handling: bad frames and failing handlers never end it; a bind failure raises
+        ``zmq.ZMQError`` before ``task_status.started``.
+        """
+        socket = self._context.socket(zmq.ROUTER)
+        socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        socket.setsockopt(zmq.LINGER, 1000)
+        socket.setsockopt(zmq.SNDHWM, 10_000)
+        socket.setsockopt(zmq.RCVHWM, 10_000)
+        socket.setsockopt(zmq.MAXMSGSIZE, self.limits.max_frame_bytes + 1024)
+        self._socket = socket
+        try:
+            for endpoint in [endpoints] if isinstance(endpoints, str) else endpoints:
+                if endpoint.startswith("ipc://"):
+                    _prepare_ipc_path(endpoint)
+                socket.bind(endpoint)
+                self.addresses.append(socket.getsockopt_string(zmq.LAST_ENDPOINT))
+            self._pump = SocketPump(
+                socket,
+                router=True,
+                on_receive=self._on_receive,
+                on_unreachable=lambda peer: self._apply(self._protocol.peer_unreachable(peer)),
+                on_stuck=lambda peer: self._apply(self._protocol.drop_peer(peer, "not reading")),
+            )
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._pump.run)
+                nursery.start_soon(self._timer)
+                task_status.started(list(self.addresses))
+                await self._stopped.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            self._nursery = None
+            socket.close(linger=200)
+
+    async def aclose(self, grace: float = 5.0) -> None:
+        """Shut down gracefully: cancel calls (reason ``shutdown``), send their terminal
+        frames, say bye to every peer, then stop :meth:`run`.
+
+        New calls during the drain are refused with ``unavailable``.
+        """
+        if self._stopping:
+            await self._stopped.wait()
+            return
+        self._stopping = True
+        self._apply(self._protocol.shutdown())
+        with trio.move_on_after(grace):
+            await self._idle.wait()
+        if self._pump is not None:
+            for send in self._protocol.goodbyes():
+                self._pump.send_nowait(send.peer, send.frame, force=True)
+            self._pump.flush_now()
+        self._stopped.set()
+
+    def statistics(self) -> ServerStatistics:
+        return ServerStatistics(
+            peers=self._protocol.peer_count,
+            calls=self._protocol.calls_by_state(),
+            handler_tasks=self._handler_tasks,
+            calls_total=self._calls_total,
+            cancelled_total=self._cancelled_total,
+            backlog_frames=self._pump.backlog_size() if self._pump else 0,
+        )
+
+    # -- protocol driving -------------------------------------------------------------------
+
+    def _on_receive(self, peer: bytes, frames: list[bytes]) -> None:
+        if len(frames) != 1:
+            error = Error.of(
+                None, ErrorCode.BAD_REQUEST, f"expected 1 frame per message, got {len(frames)}"
+            )
+            self._send(peer, encode(error))
+            return
+        self._apply(self._protocol.receive(peer, frames[0], trio.current_time()))
+
+    def _apply(self, events: list[ServerEvent]) -> None:
+        for event in events:
+            match event:
+                case StartCall(record):
+                    self._start(record)
+                case Send(peer, frame):
+                    self._send(peer, frame)
+                case CancelCall(record):
+                    if record.handle is not None:
+                        record.handle.cancel()
+                case PeerGreeted(peer, hello):
+                    log.debug("peer %s greeted (%s)", peer.hex(), hello.name)
+                case PeerDropped(peer, reason):
+                    log.info("peer %s dropped: %s", peer.hex(), reason)
+                    if self._pump is not None:
+                        self._pump.forget_peer(peer)
+
+    def _send(self, peer: bytes, frame: bytes) -> None:
+        if self._pump is not None:
+            self._pump.send_nowait(peer, frame, force=True)
+
+    def _start(self, record: CallRecord) -> None:
+        self._calls_total += 1
+        call = record.call
+        endpoint = self.registry.get(call.endpoint)
+        failure: WireError | None = None
+        args: dict[str, Any] = {}
+        if self._stopping:
+            failure = WireError("server is shutting down", code=ErrorCode.UNAVAILABLE)
+        elif endpoint is None:
+            failure = UnknownEndpointError(f"unknown endpoint {call.endpoint!r}")
+        else:
+            try:
+                args = endpoint.bind(call.args)
+            except WireError as exc:
+                failure = exc
+        if failure is not None or endpoint is None:
+            assert failure is not None
+            self._finish(record, _error_frame(call.id, failure))
+            return
+        scope = trio.CancelScope()
+        if record.deadline is not None:
+            scope.deadline = record.deadline
+        record.handle = scope
+        assert self._nursery is not None
+        self._handler_tasks += 1
+        self._idle = trio.Event() if self._idle.is_set() else self._idle
+        self._nursery.start_soon(self._run_call, record, endpoint, args, scope)
+
+    async def _run_call(
+        self, record: CallRecord, endpoint: Endpoint, args: dict[str, Any], scope: trio.CancelScope
+    ) -> None:
+        outcome: Result | Error | Interrupted = Interrupted.CANCELLED
+        try:
+            with scope:
+                context = _Context(self, record)
+                if not endpoint.admits_itself:
+                    context.running()
+                value = await endpoint.handler(context, args)
+                outcome = Result(id=record.call.id, value=value)
+            if scope.cancelled_caught and (
+                record.deadline is not None and trio.current_time() >= record.deadline
+            ):
+                outcome = Interrupted.DEADLINE
+        except WireError as exc:
+            outcome = _error_frame(record.call.id, exc)
+        except Exception as exc:
+            outcome = _error_frame(record.call.id, _classify(exc, endpoint.spec))
+        finally:
+            self._handler_tasks -= 1
+        self._finish(record, outcome)
+
+    def _finish(self, record: CallRecord, outcome: Result | Error | Interrupted) -> None:
+        if isinstance(outcome, Interrupted) or (
+            isinstance(outcome, Error) and outcome.code == ErrorCode.CANCELLED
+        ):
+            self._cancelled_total += 1
+        frame = self._protocol.finish_call(record, outcome)
+        if frame is not None:
+            self._send(record.peer, frame)
+        if self._protocol.in_flight == 0 and self._handler_tasks == 0:
+            self._idle.set()
+
+    async def _timer(self) -> None:
+        while True:
+            await trio.sleep(_TICK)
+            self._apply(self._protocol.tick(trio.current_time()))
+
+
+def _error_frame(call_id: int, error: WireError) -> Error:
+    return Error(id=call_id, code=error.code.value, message=error.message, details=error.details)
+
+
+def _classify(exc: Exception, spec: EndpointSpec) -> WireError:
+    """Map a handler's exception to a wire error.
+
+    An exception that carries a ``code`` attribute naming a protocol code (the DSH
+    ``SESSION_REFERENCE_*`` errors do) keeps it; anything else is ``internal`` with its message
+    kept and its traceback logged here, never sent.
+    """
+    code = getattr(exc, "code", None)
+    if isinstance(code, str) and code in ErrorCode.__members__.values():
+        details = getattr(exc, "details", None)
+        message = getattr(exc, "message", None) or str(exc)
+        return WireError(
+            str(message),
+            code=ErrorCode(code),
+            details=details if isinstance(details, dict) else None,
+        )
+    log.error("handler of %s failed", spec.name, exc_info=exc)
+    return InternalError(str(exc) or type(exc).__name__)
+
+
+def _prepare_ipc_path(endpoint: str) -> None:
+    path = endpoint.removeprefix("ipc://")
+    if path.startswith("@"):  # abstract namespace: nothing on disk
+        return
+    directory = os.path.dirname(path)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+
+
+def _system_endpoints(server: Server) -> list[Endpoint]:
+    async def describe(context: Any, args: dict[str, Any]) -> Any:
+        return {"protocol": 1, **server.registry.describe()}
+
+    async def stats(context: Any, args: dict[str, Any]) -> Any:
+        s = server.statistics()
+        return {
+            "peers": s.peers,
+            "calls": s.calls,
+            "handlerTasks": s.handler_tasks - 1,  # not counting this call's own task
+            "callsTotal": s.calls_total,
+            "cancelledTotal": s.cancelled_total,
+            "backlogFrames": s.backlog_frames,
+        }
+
+    return [
+        Endpoint(
+            spec=EndpointSpec(
+                name="system/describe",
+                result=dict[str, Any],
+                doc="Every endpoint with its parameters and result type.",
+            ),
+            handler=describe,
+        ),
+        Endpoint(
+            spec=EndpointSpec(
+                name="system/stats",
+                result=dict[str, Any],
+                doc="Server load: peers, calls by state, live handler tasks, totals.",
+            ),
+            handler=stats,
+        ),
+    ]

@@ -1,0 +1,406 @@
+"""The server half of protocol v1, sans-IO: frames and clock readings in, events out.
+
+One :class:`ServerProtocol` serves every peer of a ROUTER socket, keyed by the peer's routing
+identity (h2's many-streams-per-connection shape: one record per call). It never touches a
+socket, a clock or trio: the driver passes ``now`` in, runs handlers when told to
+(:class:`StartCall`), cancels them when told to (:class:`CancelCall`), sends what it is handed
+(:class:`Send`), and reports each handler's end with :meth:`ServerProtocol.finish_call`, which
+returns the call's single terminal frame.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+
+from wire._codec import decode, encode
+from wire._errors import CancelReason, ErrorCode, LocalProtocolError, RemoteProtocolError
+from wire._messages import (
+    PROTOCOL_VERSION,
+    Bye,
+    Call,
+    Cancel,
+    Error,
+    Hello,
+    Message,
+    Ping,
+    Pong,
+    Result,
+    Welcome,
+)
+from wire._state import CallInput, CallState, next_call_state
+
+__all__ = [
+    "CallRecord",
+    "CancelCall",
+    "Interrupted",
+    "PeerDropped",
+    "PeerGreeted",
+    "Send",
+    "ServerEvent",
+    "ServerLimits",
+    "ServerProtocol",
+    "StartCall",
+]
+
+
+@attrs.frozen(kw_only=True)
+class ServerLimits:
+    """Limits and timers a server announces in its welcome (``docs/protocol.md`` § Limits)."""
+
+    #: Interval between pings to each peer (seconds).
+    heartbeat: float = 1.0
+    #: A peer silent this long is lost (seconds); the driver checks at least every 0.25 s.
+    peer_timeout: float = 2.5
+    #: Largest frame accepted or sent (bytes).
+    max_frame_bytes: int = 8 * 1024 * 1024
+    #: Calls one peer may have in flight; more are answered ``overloaded``.
+    max_in_flight: int = 4096
+    #: Calls all peers together may have in flight; more are answered ``overloaded``.
+    max_in_flight_total: int = 65536
+    #: Server software name sent in the welcome.
+    name: str = "agent-actors"
+
+
+class Interrupted(enum.Enum):
+    """How a handler ended when it did not produce a value or an error of its own."""
+
+    #: Its scope was cancelled through :class:`CancelCall`.
+    CANCELLED = "cancelled"
+    #: The server-enforced deadline passed.
+    DEADLINE = "deadline"
+
+
+@attrs.define(eq=False)
+class CallRecord:
+    """One call in flight. Mutable; owned by the protocol, shared with the driver."""
+
+    peer: bytes
+    call: Call
+    state: CallState = CallState.QUEUED
+    #: Absolute deadline on the driver's clock, or ``None``.
+    deadline: float | None = None
+    cancel_reason: CancelReason | None = None
+    #: The driver's handle for the running handler (its cancel scope).
+    handle: Any = None
+
+
+@attrs.frozen
+class Send:
+    """Send ``frame`` to ``peer`` now."""
+
+    peer: bytes
+    frame: bytes
+
+
+@attrs.frozen
+class StartCall:
+    """Run the handler for ``record``; report its end with ``finish_call``."""
+
+    record: CallRecord
+
+
+@attrs.frozen
+class CancelCall:
+    """Cancel the handler of ``record`` (its reason is ``record.cancel_reason``)."""
+
+    record: CallRecord
+
+
+@attrs.frozen
+class PeerGreeted:
+    peer: bytes
+    hello: Hello
+
+
+@attrs.frozen
+class PeerDropped:
+    """``peer`` is gone (``reason``: heartbeat timeout, bye, unreachable, overloaded)."""
+
+    peer: bytes
+    reason: str
+
+
+ServerEvent = Send | StartCall | CancelCall | PeerGreeted | PeerDropped
+
+
+@attrs.define(eq=False)
+class _Peer:
+    identity: bytes
+    name: str
+    last_seen: float
+    next_ping: float
+    calls: dict[int, CallRecord] = attrs.field(factory=dict)
+    #: supersede key → the newest call that carried it.
+    latest: dict[str, CallRecord] = attrs.field(factory=dict)
+
+
+class ServerProtocol:
+    """Protocol state for every peer of one server socket."""
+
+    def __init__(self, limits: ServerLimits | None = None) -> None:
+        self.limits = limits or ServerLimits()
+        self._peers: dict[bytes, _Peer] = {}
+        self._in_flight = 0
+        self._welcome = encode(
+            Welcome(
+                name=self.limits.name,
+                heartbeat_ms=round(self.limits.heartbeat * 1000),
+                peer_timeout_ms=round(self.limits.peer_timeout * 1000),
+                max_frame_bytes=self.limits.max_frame_bytes,
+                max_in_flight=self.limits.max_in_flight,
+            )
+        )
+        self._ping = encode(Ping())
+        self._pong = encode(Pong())
+        self._bye = encode(Bye())
+
+    # -- input from peers -------------------------------------------------------------------
+
+    def receive(self, peer: bytes, frame: bytes, now: float) -> list[ServerEvent]:
+        """Process one frame from ``peer``."""
+        known = self._peers.get(peer)
+        if known is not None:
+            known.last_seen = now
+        try:
+            message = decode(frame, max_frame_bytes=self.limits.max_frame_bytes)
+        except RemoteProtocolError as exc:
+            return [Send(peer, encode(exc.reply))] if exc.reply is not None else []
+        if known is None:
+            return self._receive_from_stranger(peer, message, now)
+        match message:
+            case Call():
+                return self._admit(known, message, now)
+            case Cancel():
+                record = known.calls.get(message.id)
+                # A cancel for a call that already ended crossed its terminal frame: ignore it.
+                return self._cancel(record, message.reason) if record is not None else []
+            case Ping():
+                return [Send(peer, self._pong)]
+            case Pong():
+                return []
+            case Hello():
+                # The client thinks it lost us and starts over: its old calls are abandoned.
+                events = self._drop(known, "re-hello")
+                return [*events, *self._greet(peer, message, now)]
+            case Bye():
+                return self._drop(known, "bye")
+        return [Send(peer, encode(_unexpected(message)))]
+
+    def _receive_from_stranger(
+        self, peer: bytes, message: Message, now: float
+    ) -> list[ServerEvent]:
+        match message:
+            case Hello():
+                return self._greet(peer, message, now)
+            case Cancel() | Bye() | Pong() | Error():
+                return []
+            case Call() | Ping():
+                details = {"id": message.id} if isinstance(message, Call) else {}
+                reply = Error.of(
+                    None, ErrorCode.PEER_LOST, "unknown peer: send hello first", **details
+                )
+                return [Send(peer, encode(reply))]
+        return [Send(peer, encode(_unexpected(message)))]
+
+    def _greet(self, peer: bytes, hello: Hello, now: float) -> list[ServerEvent]:
+        if PROTOCOL_VERSION not in hello.versions:
+            reply = Error.of(
+                None,
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"no common protocol version: server speaks {[PROTOCOL_VERSION]}, "
+                f"client offered {list(hello.versions)}",
+                supported=[PROTOCOL_VERSION],
+            )
+            return [Send(peer, encode(reply))]
+        self._peers[peer] = _Peer(
+            identity=peer, name=hello.name, last_seen=now, next_ping=now + self.limits.heartbeat
+        )
+        return [PeerGreeted(peer, hello), Send(peer, self._welcome)]
+
+    def _admit(self, peer: _Peer, call: Call, now: float) -> list[ServerEvent]:
+        if call.id in peer.calls:
+            reply = Error.of(
+                None, ErrorCode.BAD_REQUEST, f"call id {call.id} is already in flight", id=call.id
+            )
+            return [Send(peer.identity, encode(reply))]
+        limits = self.limits
+        if len(peer.calls) >= limits.max_in_flight or self._in_flight >= limits.max_in_flight_total:
+            reply = Error.of(
+                call.id,
+                ErrorCode.OVERLOADED,
+                "too many calls in flight",
+                limit=limits.max_in_flight,
+            )
+            return [Send(peer.identity, encode(reply))]
+        deadline = None
+        if call.deadline_ms is not None:
+            if call.deadline_ms <= 0:
+                reply = Error.of(
+                    call.id, ErrorCode.DEADLINE_EXCEEDED, "deadline passed before the call arrived"
+                )
+                return [Send(peer.identity, encode(reply))]
+            deadline = now + call.deadline_ms / 1000
+        record = CallRecord(peer=peer.identity, call=call, deadline=deadline)
+        peer.calls[call.id] = record
+        self._in_flight += 1
+        events: list[ServerEvent] = []
+        if call.supersede is not None:
+            older = peer.latest.get(call.supersede)
+            if older is not None:
+                events.extend(self._cancel(older, CancelReason.SUPERSEDED))
+            peer.latest[call.supersede] = record
+        events.append(StartCall(record))
+        return events
+
+    def _cancel(self, record: CallRecord, reason: CancelReason) -> list[ServerEvent]:
+        if record.state in (CallState.CANCELLING_QUEUED, CallState.CANCELLING_RUNNING):
+            return []
+        record.state = next_call_state(record.state, CallInput.CANCEL)
+        record.cancel_reason = reason
+        return [CancelCall(record)]
+
+    # -- input from the driver --------------------------------------------------------------
+
+    def call_started(self, record: CallRecord) -> None:
+        """The handler of ``record`` was admitted and is now executing."""
+        record.state = next_call_state(record.state, CallInput.START)
+
+    def finish_call(
+        self, record: CallRecord, outcome: Result | Error | Interrupted
+    ) -> bytes | None:
+        """The handler of ``record`` ended; return its terminal frame (``None``: peer gone).
+
+        Exactly one call of this per record is valid; a second raises ``LocalProtocolError``.
+        """
+        state_at_end = record.state
+        record.state = next_call_state(record.state, CallInput.FINISH)
+        peer = self._peers.get(record.peer)
+        if peer is not None and peer.calls.get(record.call.id) is record:
+            del peer.calls[record.call.id]
+            key = record.call.supersede
+            if key is not None and peer.latest.get(key) is record:
+                del peer.latest[key]
+            self._in_flight -= 1
+        else:
+            # The peer was dropped (its calls were cancelled with reason peer-lost): nobody is
+            # left to read a terminal frame.
+            return None
+        reply = (
+            outcome
+            if not isinstance(outcome, Interrupted)
+            else _interruption(record, state_at_end, outcome)
+        )
+        try:
+            frame = encode(reply)
+        except LocalProtocolError as exc:
+            frame = encode(Error.of(record.call.id, ErrorCode.INTERNAL, str(exc)))
+        if len(frame) > self.limits.max_frame_bytes:
+            frame = encode(
+                Error.of(
+                    record.call.id,
+                    ErrorCode.TOO_LARGE,
+                    f"reply of {len(frame)} bytes exceeds the limit of "
+                    f"{self.limits.max_frame_bytes} bytes",
+                    limit=self.limits.max_frame_bytes,
+                )
+            )
+        return frame
+
+    def tick(self, now: float) -> list[ServerEvent]:
+        """Advance timers: ping peers that are due, drop peers silent past the timeout."""
+        events: list[ServerEvent] = []
+        for peer in list(self._peers.values()):
+            if now - peer.last_seen > self.limits.peer_timeout:
+                events.extend(self._drop(peer, "heartbeat timeout"))
+            elif now >= peer.next_ping:
+                peer.next_ping = now + self.limits.heartbeat
+                events.append(Send(peer.identity, self._ping))
+        return events
+
+    def peer_unreachable(self, peer: bytes) -> list[ServerEvent]:
+        """The transport could not deliver to ``peer`` (it disconnected)."""
+        known = self._peers.get(peer)
+        return self._drop(known, "unreachable") if known is not None else []
+
+    def drop_peer(self, peer: bytes, reason: str) -> list[ServerEvent]:
+        """Forget ``peer`` (e.g. it stopped reading), cancelling its calls."""
+        known = self._peers.get(peer)
+        return self._drop(known, reason) if known is not None else []
+
+    def shutdown(self) -> list[ServerEvent]:
+        """Cancel every call in flight with reason ``shutdown``; terminal frames still go out."""
+        events: list[ServerEvent] = []
+        for peer in self._peers.values():
+            for record in list(peer.calls.values()):
+                events.extend(self._cancel(record, CancelReason.SHUTDOWN))
+        return events
+
+    def goodbyes(self) -> list[Send]:
+        """A bye for every peer; send after the last terminal frame of a shutdown."""
+        return [Send(identity, self._bye) for identity in self._peers]
+
+    def _drop(self, peer: _Peer, reason: str) -> list[ServerEvent]:
+        del self._peers[peer.identity]
+        events: list[ServerEvent] = [PeerDropped(peer.identity, reason)]
+        for record in peer.calls.values():
+            self._in_flight -= 1
+            events.extend(self._cancel(record, CancelReason.PEER_LOST))
+        return events
+
+    # -- introspection ----------------------------------------------------------------------
+
+    def is_live(self, record: CallRecord) -> bool:
+        return record.state is not CallState.DONE
+
+    @property
+    def peer_count(self) -> int:
+        return len(self._peers)
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def calls_by_state(self) -> dict[str, int]:
+        counts = {state.value: 0 for state in CallState if state is not CallState.DONE}
+        for peer in self._peers.values():
+            for record in peer.calls.values():
+                counts[record.state.value] += 1
+        return counts
+
+
+def _interruption(record: CallRecord, state: CallState, how: Interrupted) -> Error:
+    call_id = record.call.id
+    if state is CallState.CANCELLING_QUEUED or state is CallState.CANCELLING_RUNNING:
+        stage = "queued" if state is CallState.CANCELLING_QUEUED else "running"
+        reason = record.cancel_reason or CancelReason.CALLER
+        return Error.of(
+            call_id,
+            ErrorCode.CANCELLED,
+            f"call cancelled while {stage} ({reason.value})",
+            state=stage,
+            reason=reason.value,
+        )
+    stage = "queued" if state is CallState.QUEUED else "running"
+    if how is Interrupted.DEADLINE:
+        return Error.of(
+            call_id,
+            ErrorCode.DEADLINE_EXCEEDED,
+            f"deadline exceeded while {stage}",
+            state=stage,
+            reason=CancelReason.DEADLINE.value,
+        )
+    # Cancelled without a cancel request: the server's own scope ended the handler.
+    return Error.of(
+        call_id,
+        ErrorCode.CANCELLED,
+        f"call cancelled while {stage} (shutdown)",
+        state=stage,
+        reason=CancelReason.SHUTDOWN.value,
+    )
+
+
+def _unexpected(message: Message) -> Error:
+    return Error.of(None, ErrorCode.BAD_REQUEST, f"a client may not send {message.KIND}")
