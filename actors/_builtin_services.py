@@ -1,0 +1,140 @@
+"""Services every server carries: agent administration and diagnostics.
+
+``agents/*`` manages the in-memory directory until the session store takes over;
+``diagnostics/*`` is what the demo, the tests and the benchmarks call: an echo through the
+whole stack, a sleep that records how it ended, and a state-changing append. The record of how
+calls ended is what lets a client see that the server observed a cancel.
+"""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from actors._agents import Agent, AgentState, InMemoryAgentDirectory
+from actors._remote import Remote, RemoteService
+from wire import ArgumentsInvalidError
+
+__all__ = ["AgentInfo", "Agents", "Diagnostics", "HandlerEnding"]
+
+
+@attrs.frozen(kw_only=True)
+class AgentInfo:
+    agent_id: str
+    cwd: str | None = None
+    title: str | None = None
+
+    @classmethod
+    def of(cls, state: AgentState) -> AgentInfo:
+        return cls(agent_id=state.agent_id, cwd=state.cwd, title=state.title)
+
+
+class Agents(RemoteService, key="agents"):
+    """Create and list agents of the in-memory directory."""
+
+    def __init__(self, directory: InMemoryAgentDirectory) -> None:
+        self._directory = directory
+
+    @Remote(mutates=True)
+    async def create(
+        self, agent_id: str | None = None, cwd: str | None = None, title: str | None = None
+    ) -> AgentInfo:
+        """Create an agent (a fresh id unless ``agentId`` is given)."""
+        try:
+            state = self._directory.create(agent_id, cwd=cwd, title=title)
+        except ValueError as exc:
+            raise ArgumentsInvalidError(str(exc)) from None
+        return AgentInfo.of(state)
+
+    @Remote("list")
+    async def list_agents(self) -> list[str]:
+        """Ids of every agent in the directory."""
+        await trio.lowlevel.checkpoint()
+        return self._directory.ids()
+
+
+@attrs.frozen(kw_only=True)
+class HandlerEnding:
+    """How one diagnostics handler ended, as the server saw it."""
+
+    call: str
+    #: ``completed`` or ``cancelled``.
+    outcome: str
+    #: Seconds the handler ran.
+    elapsed: float
+
+
+class Diagnostics(RemoteService, key="diagnostics"):
+    """Calls for demos, tests and benchmarks."""
+
+    def __init__(self, *, history: int = 1000) -> None:
+        self._endings: collections.deque[HandlerEnding] = collections.deque(maxlen=history)
+
+    @Remote
+    async def echo(self, agent: Agent, payload: Any = None) -> Any:
+        """Return ``payload`` unchanged, through agent activation and the mailbox."""
+        return payload
+
+    @Remote("echoRaw")
+    async def echo_raw(self, payload: Any = None) -> Any:
+        """Return ``payload`` unchanged, without an agent."""
+        return payload
+
+    @Remote
+    async def sleep(self, agent: Agent, seconds: float, label: str = "") -> float:
+        """Sleep, then return ``seconds``; the server records whether it was cancelled."""
+        started = trio.current_time()
+        outcome = "cancelled"
+        try:
+            await trio.sleep(seconds)
+            outcome = "completed"
+            return seconds
+        finally:
+            self._endings.append(
+                HandlerEnding(
+                    call=label or "sleep",
+                    outcome=outcome,
+                    elapsed=round(trio.current_time() - started, 6),
+                )
+            )
+
+    @Remote
+    async def publish(
+        self, agent: Agent, path: str, marker: str, work_seconds: float, hold_seconds: float
+    ) -> str:
+        """Work for ``work_seconds``, write ``marker`` (the work is done), wait
+        ``hold_seconds`` (the window between finishing the work and replying), then write
+        ``path`` (the publication) and return it.
+
+        A cancel that lands at any point before the publication leaves ``path`` unwritten.
+        """
+        await trio.sleep(work_seconds)
+        await trio.Path(marker).write_text("work done\n")
+        await trio.sleep(hold_seconds)
+        # Nothing below awaits, so once the last checkpoint passed without a cancel the
+        # publication and the reply happen together; a cancel before it stops both.
+        Path(path).write_text("published\n")  # noqa: ASYNC240  (synchronous on purpose)
+        return path
+
+    @Remote(mutates=True)
+    async def note(self, agent: Agent, text: str) -> int:
+        """Append ``text`` to the agent's notes (a state-changing call); return the count."""
+        await trio.lowlevel.checkpoint()
+        agent.state.notes.append(text)
+        return len(agent.state.notes)
+
+    @Remote
+    async def notes(self, agent: Agent) -> list[str]:
+        """The agent's notes, in the order they were appended."""
+        await trio.lowlevel.checkpoint()
+        return list(agent.state.notes)
+
+    @Remote
+    async def endings(self) -> list[HandlerEnding]:
+        """How the latest ``sleep`` handlers ended, oldest first."""
+        await trio.lowlevel.checkpoint()
+        return list(self._endings)

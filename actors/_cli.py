@@ -1,0 +1,167 @@
+"""The ``agent-actors`` command (also ``python -m actors``).
+
+``serve``   run a server until SIGINT/SIGTERM.
+``call``    one call, httpie style: ``key=text`` passes a string, ``key:=json`` any JSON value;
+            prints the JSON result on stdout, or ``code: message`` on stderr and exits 1.
+``demo``    start a server process on a temporary ipc endpoint and walk through a few calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+import trio
+
+from actors._config import ConfigError, load_config
+from actors._serve import READY_LINE, serve
+from wire import WireError, open_client
+
+__all__ = ["main"]
+
+DEFAULT_ENDPOINT = "tcp://127.0.0.1:7555"
+
+#: Exit statuses of ``call``.
+EXIT_CALL_FAILED = 1
+EXIT_USAGE = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    result: int = args.run(args)
+    return result
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agent-actors", description="Actor-based remote object service for agent runtimes."
+    )
+    commands = parser.add_subparsers(dest="command")
+
+    serve_cmd = commands.add_parser("serve", help="run a server until SIGINT or SIGTERM")
+    serve_cmd.add_argument(
+        "--endpoint",
+        action="append",
+        help=f"ZeroMQ endpoint to bind (repeatable; default {DEFAULT_ENDPOINT})",
+    )
+    serve_cmd.add_argument(
+        "--data",
+        type=Path,
+        default=Path(platformdirs.user_data_dir("agent-actors")),
+        help="data directory (default: under the XDG data home)",
+    )
+    serve_cmd.add_argument("--config", type=Path, help="TOML configuration file")
+    serve_cmd.set_defaults(run=_run_serve)
+
+    call_cmd = commands.add_parser("call", help="make one call and print its JSON result")
+    call_cmd.add_argument("endpoint", help="server endpoint, e.g. tcp://127.0.0.1:7555")
+    call_cmd.add_argument("method", help="NAMESPACE/METHOD")
+    call_cmd.add_argument("items", nargs="*", help="key=text or key:=json arguments")
+    call_cmd.add_argument("--agent", help="agent (session) id, sent as agentId")
+    call_cmd.add_argument(
+        "--timeout", type=float, default=30.0, help="deadline in seconds (default 30)"
+    )
+    call_cmd.set_defaults(run=_run_call)
+
+    demo_cmd = commands.add_parser("demo", help="walk through a few calls against a new server")
+    demo_cmd.set_defaults(run=_run_demo)
+    return parser
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"agent-actors: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+    def ready(addresses: list[str]) -> None:
+        print(f"{READY_LINE} {' '.join(addresses)}", flush=True)
+
+    try:
+        trio.run(
+            functools.partial(
+                serve, args.endpoint or [DEFAULT_ENDPOINT], config, args.data, on_ready=ready
+            )
+        )
+    except OSError as exc:  # zmq.ZMQError is an OSError: address in use, bad endpoint
+        print(f"agent-actors: cannot serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
+
+
+def parse_items(items: Sequence[str]) -> dict[str, Any]:
+    """httpie's convention: ``key=text`` is a string, ``key:=json`` any JSON value.
+
+    Raises:
+        ValueError: an item has neither form, or its JSON does not parse.
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        json_key, json_sep, json_value = item.partition(":=")
+        text_key, text_sep, text_value = item.partition("=")
+        if json_sep and len(json_key) < len(text_key):
+            try:
+                out[json_key] = json.loads(json_value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{item!r}: invalid JSON: {exc}") from None
+        elif text_sep and text_key:
+            out[text_key] = text_value
+        else:
+            raise ValueError(f"{item!r}: expected key=text or key:=json")
+    return out
+
+
+def _run_call(args: argparse.Namespace) -> int:
+    try:
+        wire_args = parse_items(args.items)
+    except ValueError as exc:
+        print(f"agent-actors: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.agent is not None:
+        wire_args["agentId"] = args.agent
+
+    async def call() -> Any:
+        with trio.fail_after(args.timeout):
+            async with open_client(args.endpoint, name="agent-actors call") as client:
+                return await client.call(args.method, wire_args)
+
+    try:
+        result = trio.run(call)
+    except WireError as exc:
+        print(f"{exc.code.value}: {exc.message}", file=sys.stderr)
+        if exc.details:
+            print(json.dumps(dict(exc.details), default=str), file=sys.stderr)
+        return EXIT_CALL_FAILED
+    except trio.TooSlowError:
+        print(f"deadline-exceeded: no reply within {args.timeout:g} s", file=sys.stderr)
+        return EXIT_CALL_FAILED
+    print(json.dumps(result, ensure_ascii=False, indent=2, default=_json_default))
+    return 0
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    raise TypeError(f"cannot print a {type(value).__name__}")
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from actors._demo import run_demo
+
+    return trio.run(run_demo)
+
+
+def console_main() -> None:
+    """Entry point of the ``agent-actors`` console script."""
+    sys.exit(main())
