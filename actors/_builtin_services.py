@@ -9,6 +9,7 @@ calls ended is what lets a client see that the server observed a cancel.
 from __future__ import annotations
 
 import collections
+import time
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,9 @@ class HandlerEnding:
     outcome: str
     #: Seconds the handler ran.
     elapsed: float
+    #: ``time.monotonic()`` when the handler ended: one clock for every process of a host, so
+    #: a client can measure cancel-to-quiescence latency against its own reading.
+    ended_at: float
 
 
 class Diagnostics(RemoteService, key="diagnostics"):
@@ -99,6 +103,7 @@ class Diagnostics(RemoteService, key="diagnostics"):
                     call=label or "sleep",
                     outcome=outcome,
                     elapsed=round(trio.current_time() - started, 6),
+                    ended_at=time.monotonic(),
                 )
             )
 
