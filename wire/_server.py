@@ -131,7 +131,9 @@ class Server:
         socket.setsockopt(zmq.LINGER, 1000)
         socket.setsockopt(zmq.SNDHWM, 10_000)
         socket.setsockopt(zmq.RCVHWM, 10_000)
-        socket.setsockopt(zmq.MAXMSGSIZE, self.limits.max_frame_bytes + 1024)
+        # Frames over the limit get a too-large error from the codec; ZeroMQ itself only cuts
+        # off a peer whose frame is far beyond it, so a huge frame is never buffered whole.
+        socket.setsockopt(zmq.MAXMSGSIZE, 4 * self.limits.max_frame_bytes + 65_536)
         self._socket = socket
         try:
             for endpoint in [endpoints] if isinstance(endpoints, str) else endpoints:

@@ -1,0 +1,308 @@
+"""The trio transport over real ZeroMQ sockets (inproc, ipc, tcp) inside one process."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+import trio
+import zmq
+
+from wire import (
+    ArgumentsInvalidError,
+    CallCancelledError,
+    CancelReason,
+    Client,
+    Endpoint,
+    EndpointSpec,
+    OverloadedError,
+    Param,
+    Registry,
+    Server,
+    ServerLimits,
+    UnknownEndpointError,
+    open_client,
+)
+
+
+class Probe:
+    """Handlers that record how they ended, as the server saw it."""
+
+    def __init__(self) -> None:
+        self.endings: list[str] = []
+        self.running = trio.Event()
+
+    async def echo(self, ctx: Any, args: dict[str, Any]) -> Any:
+        return args["value"]
+
+    async def sleep(self, ctx: Any, args: dict[str, Any]) -> str:
+        self.running.set()
+        try:
+            await trio.sleep(args["seconds"])
+        except trio.Cancelled:
+            self.endings.append("cancelled")
+            raise
+        self.endings.append("completed")
+        return "slept"
+
+    async def fail(self, ctx: Any, args: dict[str, Any]) -> None:
+        raise RuntimeError("handler broke")
+
+
+def registry(probe: Probe) -> Registry:
+    value = Param(name="value", wire_name="value", annotation=Any)
+    seconds = Param(name="seconds", wire_name="seconds", annotation=float)
+    return Registry(
+        [
+            Endpoint(spec=EndpointSpec(name="t/echo", params=(value,)), handler=probe.echo),
+            Endpoint(spec=EndpointSpec(name="t/sleep", params=(seconds,)), handler=probe.sleep),
+            Endpoint(spec=EndpointSpec(name="t/fail"), handler=probe.fail),
+        ]
+    )
+
+
+ServeFn = Callable[..., Any]
+
+
+@pytest.fixture(params=["inproc", "ipc", "tcp"])
+def address(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return {
+        "inproc": f"inproc://test-{id(tmp_path)}",
+        "ipc": f"ipc://{tmp_path}/s.sock",
+        "tcp": "tcp://127.0.0.1:0",
+    }[request.param]
+
+
+async def start(
+    nursery: trio.Nursery, address: str, limits: ServerLimits | None = None
+) -> tuple[Server, Probe, str]:
+    probe = Probe()
+    server = Server(registry(probe), limits=limits)
+    [bound] = await nursery.start(server.run, address)
+    return server, probe, bound
+
+
+async def settle(server: Server) -> None:
+    """Wait until the server has no handler task left (bounded)."""
+    with trio.fail_after(5):
+        while server.statistics().handler_tasks:
+            await trio.sleep(0.005)
+
+
+async def test_transport_conformance(nursery: trio.Nursery, address: str) -> None:
+    """Every transport carries calls, typed errors, and many pipelined calls on one connection."""
+    with trio.fail_after(20):
+        server, _, bound = await start(nursery, address)
+        async with open_client(bound) as client:
+            assert await client.call("t/echo", {"value": {"a": [1, "b"]}}) == {"a": [1, "b"]}
+            with pytest.raises(UnknownEndpointError, match=r"^unknown endpoint 't/nope'$"):
+                await client.call("t/nope")
+            with pytest.raises(ArgumentsInvalidError, match=r"^t/sleep: seconds: expected"):
+                await client.call("t/sleep", {"seconds": "x"})
+            results: dict[int, Any] = {}
+
+            async def one(i: int) -> None:
+                results[i] = await client.call("t/echo", {"value": i})
+
+            async with trio.open_nursery() as calls:
+                for i in range(300):
+                    calls.start_soon(one, i)
+            assert results == {i: i for i in range(300)}
+            assert client.statistics().pending_calls == 0
+        await server.aclose()
+
+
+async def test_handler_exception_is_internal_and_server_survives(nursery: trio.Nursery) -> None:
+    """A failing handler fails its call with internal (message kept), not the server."""
+    with trio.fail_after(10):
+        server, _, bound = await start(nursery, "tcp://127.0.0.1:0")
+        async with open_client(bound) as client:
+            from wire import InternalError
+
+            with pytest.raises(InternalError, match=r"^handler broke$"):
+                await client.call("t/fail")
+            assert await client.call("t/echo", {"value": 1}) == 1
+        await server.aclose()
+
+
+async def test_cancel_reaches_the_handler(nursery: trio.Nursery) -> None:
+    """Cancelling the caller's scope cancels the server-side handler."""
+    with trio.fail_after(10):
+        server, probe, bound = await start(nursery, "tcp://127.0.0.1:0")
+        async with open_client(bound) as client:
+            with trio.move_on_after(0.2) as scope:
+                await client.call("t/sleep", {"seconds": 30})
+            assert scope.cancelled_caught
+            await settle(server)
+            assert probe.endings == ["cancelled"]
+            assert server.statistics().cancelled_total == 1
+            assert client.statistics().pending_calls == 0
+        await server.aclose()
+
+
+async def test_server_enforces_the_deadline_budget(nursery: trio.Nursery) -> None:
+    """A call's deadlineMs is enforced by the server even if the client never cancels."""
+    with trio.fail_after(10):
+        server, probe, bound = await start(nursery, "tcp://127.0.0.1:0")
+        reply = await raw_exchange(
+            bound,
+            [
+                {"type": "hello", "versions": [1]},
+                {
+                    "type": "call",
+                    "id": 1,
+                    "endpoint": "t/sleep",
+                    "args": {"seconds": 30},
+                    "deadlineMs": 100,
+                },
+            ],
+            until=lambda m: m.get("id") == 1,
+        )
+        assert reply["code"] == "deadline-exceeded"
+        assert reply["details"] == {"state": "running", "reason": "deadline"}
+        await settle(server)
+        assert probe.endings == ["cancelled"]
+        await server.aclose()
+
+
+async def test_deadline_cancel_reason(nursery: trio.Nursery) -> None:
+    """A caller's deadline travels with the call and the handler ends cancelled."""
+    with trio.fail_after(10):
+        server, probe, bound = await start(nursery, "tcp://127.0.0.1:0")
+        async with open_client(bound) as client:
+            with pytest.raises(trio.TooSlowError):
+                with trio.fail_after(0.2):
+                    await client.call("t/sleep", {"seconds": 30})
+            await settle(server)
+            assert probe.endings == ["cancelled"]
+        await server.aclose()
+
+
+async def test_supersede(nursery: trio.Nursery) -> None:
+    """A newer call with the same key cancels the older one, which learns why."""
+    with trio.fail_after(10):
+        server, probe, bound = await start(nursery, "tcp://127.0.0.1:0")
+        async with open_client(bound) as client:
+            errors: list[CallCancelledError] = []
+
+            async def older() -> None:
+                try:
+                    await client.call("t/sleep", {"seconds": 30}, supersede="k")
+                except CallCancelledError as exc:
+                    errors.append(exc)
+
+            async with trio.open_nursery() as calls:
+                calls.start_soon(older)
+                await probe.running.wait()
+                assert await client.call("t/echo", {"value": 2}, supersede="k") == 2
+            assert errors[0].reason is CancelReason.SUPERSEDED
+            assert errors[0].state == "running"
+        await server.aclose()
+
+
+async def test_in_flight_limit_is_overloaded_not_dropped(nursery: trio.Nursery) -> None:
+    """Calls beyond the in-flight limit fail fast with overloaded; the others complete."""
+    with trio.fail_after(10):
+        server, probe, bound = await start(
+            nursery, "tcp://127.0.0.1:0", ServerLimits(max_in_flight=2)
+        )
+        async with open_client(bound) as client:
+            outcomes: list[str] = []
+
+            async def one() -> None:
+                try:
+                    outcomes.append(await client.call("t/sleep", {"seconds": 0.3}))
+                except OverloadedError:
+                    outcomes.append("overloaded")
+
+            async with trio.open_nursery() as calls:
+                for _ in range(3):
+                    calls.start_soon(one)
+            assert sorted(outcomes) == ["overloaded", "slept", "slept"]
+        await server.aclose()
+
+
+async def test_graceful_shutdown_sends_terminal_frames(nursery: trio.Nursery) -> None:
+    """aclose cancels running calls with reason shutdown and a terminal frame each."""
+    with trio.fail_after(10):
+        server, probe, bound = await start(nursery, "tcp://127.0.0.1:0")
+        async with open_client(bound) as client:
+            caught: list[CallCancelledError] = []
+
+            async def waiting() -> None:
+                try:
+                    await client.call("t/sleep", {"seconds": 30})
+                except CallCancelledError as exc:
+                    caught.append(exc)
+
+            async with trio.open_nursery() as calls:
+                calls.start_soon(waiting)
+                await probe.running.wait()
+                await server.aclose()
+            assert caught[0].reason is CancelReason.SHUTDOWN
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [
+        [b"\xc1garbage"],
+        [msgpack.packb([1, 2])],
+        [msgpack.packb({"type": "call", "id": "x"})],
+        [msgpack.packb({"type": "warp", "id": 3})],
+        [b"a", b"b"],
+        [b"x" * 70_000],
+    ],
+    ids=["undecodable", "not-a-map", "wrong-type", "unknown-kind", "two-frames", "oversized"],
+)
+async def test_bad_frames_get_errors_and_server_keeps_serving(
+    nursery: trio.Nursery, frames: list[bytes]
+) -> None:
+    """Malformed input gets a bad-request/too-large error frame; the server serves on."""
+    with trio.fail_after(10):
+        server, _, bound = await start(
+            nursery, "tcp://127.0.0.1:0", ServerLimits(max_frame_bytes=65_536)
+        )
+        context = zmq.Context.instance()
+        sock = context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.RCVTIMEO, 5000)
+        sock.connect(bound)
+        try:
+            sock.send_multipart(frames)
+            reply = msgpack.unpackb(await trio.to_thread.run_sync(sock.recv))
+            assert reply["type"] == "error"
+            assert reply["code"] in {"bad-request", "too-large"}
+            assert isinstance(reply["message"], str) and reply["message"]
+        finally:
+            sock.close(linger=0)
+        async with open_client(bound) as client:
+            assert await client.call("t/echo", {"value": "still here"}) == "still here"
+        await server.aclose()
+
+
+async def raw_exchange(
+    address: str, messages: list[dict[str, Any]], until: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """Send raw maps from a bare DEALER and return the first reply matching ``until``."""
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.connect(address)
+    sock.setsockopt(zmq.RCVTIMEO, 5000)
+    try:
+        for message in messages:
+            sock.send(msgpack.packb(message))
+        while True:
+            reply: dict[str, Any] = msgpack.unpackb(await trio.to_thread.run_sync(sock.recv))
+            if until(reply):
+                return reply
+    finally:
+        sock.close(linger=0)
+
+
+@pytest.fixture
+async def client_and_server(nursery: trio.Nursery) -> AsyncIterator[tuple[Client, Server]]:
+    server, _, bound = await start(nursery, "tcp://127.0.0.1:0")
+    async with open_client(bound) as client:
+        yield client, server
+    await server.aclose()
