@@ -7,6 +7,7 @@ import pytest
 from wire import (
     Bye,
     CallCancelledError,
+    Cancel,
     CancelReason,
     Error,
     PeerLostError,

@@ -206,9 +206,7 @@ async def test_supersede(nursery: trio.Nursery) -> None:
 async def test_in_flight_limit_is_overloaded_not_dropped(nursery: trio.Nursery) -> None:
     """Calls beyond the in-flight limit fail fast with overloaded; the others complete."""
     with trio.fail_after(10):
-        server, probe, bound = await start(
-            nursery, "tcp://127.0.0.1:0", ServerLimits(max_in_flight=2)
-        )
+        server, _, bound = await start(nursery, "tcp://127.0.0.1:0", ServerLimits(max_in_flight=2))
         async with open_client(bound) as client:
             outcomes: list[str] = []
 
