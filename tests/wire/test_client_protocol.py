@@ -80,10 +80,10 @@ def test_abandoned_call_sends_cancel_and_drops_late_result(pair: ProtocolPair) -
     """After abandon, a cancel frame is produced and a late result resolves nothing."""
     call_id, _ = pair.client.start_call("h", "a/b", {})
     cancel = pair.client.abandon_call(call_id, CancelReason.DEADLINE)
-    assert (
-        cancel is not None
-        and decode(cancel, max_frame_bytes=1 << 20).reason is CancelReason.DEADLINE
-    )  # type: ignore[attr-defined]
+    assert cancel is not None
+    assert decode(cancel, max_frame_bytes=1 << 20) == Cancel(
+        id=call_id, reason=CancelReason.DEADLINE
+    )
     assert pair.client.receive(encode(Result(id=call_id, value=1)), now=0.0) == []
     assert pair.client.abandon_call(call_id, CancelReason.CALLER) is None
 
