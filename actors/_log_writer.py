@@ -1,0 +1,430 @@
+"""The single writer of one DSH session log (synchronous file I/O).
+
+`session-log-format.md` §2.1 and §9. Creating a session writes nothing; the first
+flush materialises header and first batch together (temp file, fsync, hard-link
+publish, so a crash never leaves a half-written log). Every later flush appends one
+batch: one zstd frame (or raw lines) holding every event appended since the last flush,
+with chunk runs packed. The owner decides when to flush (upstream: a fixed 200 ms
+window and explicit barriers); `pending_since` supports such a window.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from actors._log_chunks import pack_chunk_runs
+from actors._log_errors import LogWriteError
+from actors._log_events import EventError
+from actors._log_files import LogFile
+from actors._log_header import HeaderError, SessionHeader
+from actors._log_json import dumps_line, parse_line
+from actors._log_layout import Compression, compression_of
+from actors._log_legacy import check_new_event
+from actors._log_reader import load_session
+from actors._log_sequence import EventSequence, PackedRun
+from actors._log_surface import SurfaceError, SurfaceFolder
+from actors._log_titles import (
+    SessionTitle,
+    SubagentDescriptor,
+    SubagentDescriptorError,
+    fold_subagent_descriptor,
+    normalize_title,
+    session_title,
+)
+from actors._log_zstd import compress_frame
+
+__all__ = ["DEFAULT_BATCH_DELAY", "SessionLogWriter"]
+
+DEFAULT_BATCH_DELAY = 0.2
+"""Upstream's write-behind window (`writeBatchMaxDelayMs`, 200 ms, fixed, non-resetting)."""
+
+
+def _epoch_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class SessionLogWriter:
+    """Appends events to one session log; the log's only writer.
+
+    Use `create` for a new session or `open` for an existing log. The writer assigns
+    `seq` and `time`, validates every event against the same rules the reader applies
+    (so what it writes always loads), and keeps appended events pending until `flush`.
+    Not thread-safe: one owner calls it (e.g. an actor via ``trio.to_thread``).
+    """
+
+    def __init__(
+        self,
+        *,
+        path: Path,
+        header: SessionHeader,
+        compression: Compression,
+        fsync: bool,
+        pack_chunks: bool,
+        clock: Callable[[], int],
+        folder: SurfaceFolder,
+        durable_count: int = 0,
+        title: SessionTitle | None = None,
+        descriptor: SubagentDescriptor | None = None,
+        descriptor_seen: bool = False,
+    ) -> None:
+        """Private; use `create` or `open`."""
+        self._path = path
+        self._header = header
+        self._compression: Compression = compression
+        self._fsync = fsync
+        self._pack_chunks = pack_chunks
+        self._clock = clock
+        self._folder = folder
+        self._file = LogFile(path, fsync=fsync)
+        self._durable_count = durable_count
+        self._pending: list[tuple[dict[str, Any], bytes]] = []
+        self._pending_since: float | None = None
+        self._closed = False
+        self._title = title
+        self._descriptor = descriptor
+        self._descriptor_seen = descriptor_seen
+
+    # --- construction ---
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike[str],
+        header: SessionHeader,
+        *,
+        fsync: bool = True,
+        pack_chunks: bool = True,
+        clock: Callable[[], int] | None = None,
+    ) -> SessionLogWriter:
+        """Start a new session log at `path`; nothing is written until the first flush.
+
+        Args:
+            path: the transcript; its suffix (``.jsonl.zstd`` or ``.jsonl``) selects the
+                encoding. Use `log_path(root, header.cwd, header.id)` for DSH's layout.
+            header: the session header (version 0, absolute cwd if any).
+            fsync: make every flushed batch durable (fsync file and directories).
+            pack_chunks: pack `assistant/chunk` delta runs into rows (upstream default).
+            clock: returns the current time in epoch milliseconds (for `time`).
+
+        Raises:
+            LogWriteError: the header is invalid, the suffix unknown, or a log exists.
+        """
+        file = Path(path)
+        compression = compression_of(file)
+        if compression is None:
+            raise LogWriteError(f"{file}: name must end in .jsonl.zstd or .jsonl")
+        try:
+            header.validate_for_restore()
+        except HeaderError as error:
+            raise LogWriteError(f"{file}: {error}") from None
+        if file.exists():
+            raise LogWriteError(
+                f'{file}: session "{header.id}" already has a persisted log on disk; '
+                "open it instead of creating"
+            )
+        return cls(
+            path=file,
+            header=header,
+            compression=compression,
+            fsync=fsync,
+            pack_chunks=pack_chunks,
+            clock=clock or _epoch_ms,
+            folder=SurfaceFolder(),
+        )
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        fsync: bool = True,
+        pack_chunks: bool = True,
+        clock: Callable[[], int] | None = None,
+    ) -> SessionLogWriter:
+        """Open an existing log for appending, committing any crash repair first.
+
+        Loads the log (see `load_session`). A torn tail is truncated; events recovered
+        from a torn zstd frame and the synthetic closers (§6.4) are rewritten as one new
+        batch ("a resume commits them"). Appends continue at the next seq.
+
+        Raises:
+            LogReadError: the log does not load.
+            LogWriteError: the repair cannot be written.
+        """
+        loaded = load_session(path)
+        folder = SurfaceFolder()
+        events = loaded.events
+        items = events.items if isinstance(events, EventSequence) else tuple(events)
+        for item in items:
+            if isinstance(item, PackedRun):
+                folder.skip(item.count)
+            else:
+                folder.apply(item)
+        try:
+            descriptor = fold_subagent_descriptor(events)
+        except SubagentDescriptorError:
+            descriptor = None
+        seen = any(
+            item.get("type") == "subagent/descriptor"
+            for item in items
+            if not isinstance(item, PackedRun)
+        )
+        # Events at or past `durable` are not (or not validly) on disk: recovered from a
+        # torn zstd frame, or synthetic closers. A committing open rewrites them.
+        durable = loaded.torn.durable_count if loaded.torn else loaded.stored_count
+        writer = cls(
+            path=loaded.path,
+            header=loaded.header,
+            compression=loaded.compression,
+            fsync=fsync,
+            pack_chunks=pack_chunks,
+            clock=clock or _epoch_ms,
+            folder=folder,
+            durable_count=durable,
+            title=session_title(events),
+            descriptor=descriptor,
+            descriptor_seen=seen,
+        )
+        writer._file.open()
+        if loaded.torn is not None:
+            writer._file.truncate(loaded.torn.truncate_to)
+        if durable < len(events):
+            writer._pending = [(dict(event), dumps_line(event)) for event in events[durable:]]
+            writer.flush()
+        return writer
+
+    # --- state ---
+
+    @property
+    def path(self) -> Path:
+        """The transcript path."""
+        return self._path
+
+    @property
+    def header(self) -> SessionHeader:
+        """The session header."""
+        return self._header
+
+    @property
+    def compression(self) -> Compression:
+        """The transcript's physical encoding."""
+        return self._compression
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next appended event gets (= events appended so far)."""
+        return self._folder.next_seq
+
+    @property
+    def durable_count(self) -> int:
+        """Events written by completed flushes (durable when `fsync` is on)."""
+        return self._durable_count
+
+    @property
+    def pending_count(self) -> int:
+        """Events appended but not yet flushed."""
+        return len(self._pending)
+
+    @property
+    def pending_since(self) -> float | None:
+        """`time.monotonic()` of the oldest pending append, or None when nothing is pending."""
+        return self._pending_since
+
+    @property
+    def surface(self) -> tuple[int, ...]:
+        """Current surface seqs, including pending events."""
+        return self._folder.nodes
+
+    @property
+    def title(self) -> SessionTitle | None:
+        """The current title (last `session/title` appended or loaded)."""
+        return self._title
+
+    @property
+    def subagent_descriptor(self) -> SubagentDescriptor | None:
+        """The first valid `subagent/descriptor` of the log, if any."""
+        return self._descriptor
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close` was called."""
+        return self._closed
+
+    # --- appending ---
+
+    def append(
+        self,
+        event_type: str,
+        data: Any,
+        *,
+        surface_op: str | Mapping[str, int] | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+        ignorable: bool = False,
+        time_ms: int | None = None,
+    ) -> Mapping[str, Any]:
+        """Validate and queue one event; the writer assigns `seq` (and `time`).
+
+        Args:
+            event_type: the event type (one of the known types unless `ignorable`).
+            data: the JSON payload (snapshotted now; later mutation has no effect).
+            surface_op: ``"append"`` or ``{"op": "replace", "start": s, "end": e}``;
+                required on the three surface types, forbidden elsewhere.
+            source_event_seqs: provenance; distinct seqs earlier than this event, and
+                every shadowed seq of a replacement.
+            ignorable: mark an event readers may skip when they do not know its type.
+            time_ms: epoch ms to record instead of the clock's.
+
+        Returns:
+            The event as recorded (a detached plain dict).
+
+        Raises:
+            LogWriteError: the writer is closed or the event breaks a rule; the writer's
+                state is unchanged.
+        """
+        if self._closed:
+            raise LogWriteError(f"{self._path}: writer is closed")
+        seq = self._folder.next_seq
+        event: dict[str, Any] = {
+            "type": event_type,
+            "seq": seq,
+            "time": self._clock() if time_ms is None else time_ms,
+            "data": data,
+        }
+        if source_event_seqs is not None:
+            # Anything but a sequence is kept as given, so validation rejects it.
+            seqs: Any = source_event_seqs
+            event["sourceEventSeqs"] = (
+                list(seqs) if isinstance(seqs, (list, tuple, range)) else seqs
+            )
+        if surface_op is not None:
+            event["surfaceOp"] = dict(surface_op) if isinstance(surface_op, Mapping) else surface_op
+        if ignorable:
+            event["ignorable"] = True
+        try:
+            line = dumps_line(event)
+        except (TypeError, ValueError) as error:
+            raise self._rejected(
+                seq, event_type, f"event is not losslessly JSON-serializable ({error})"
+            ) from None
+        recorded: dict[str, Any] = parse_line(line)
+        self._validate(recorded)
+        self._pending.append((recorded, line))
+        if self._pending_since is None:
+            self._pending_since = time.monotonic()
+        self._track(recorded)
+        return recorded
+
+    def set_title(
+        self,
+        title: str,
+        *,
+        source: Mapping[str, Any] | None = None,
+        message_seqs: Sequence[int] = (),
+    ) -> Mapping[str, Any]:
+        """Append a `session/title` event; the default is an explicit user rename (§7).
+
+        The title is normalised (one line, controls removed, trimmed, ≤ 80 UTF-8 bytes).
+        A user rename (``source={"kind": "user"}``, no message seqs) pins the title.
+
+        Raises:
+            LogWriteError: the title is empty after normalisation, or the event is invalid.
+        """
+        text = normalize_title(title)
+        if not text:
+            raise LogWriteError(f"{self._path}: session title is empty after normalization")
+        data = {
+            "title": text,
+            "messageSeqs": list(message_seqs),
+            "source": dict(source) if source is not None else {"kind": "user"},
+        }
+        return self.append("session/title", data)
+
+    def _rejected(self, seq: int, kind: object, detail: str) -> LogWriteError:
+        return LogWriteError(f"{self._path}: event {kind!r} (seq {seq}) rejected: {detail}")
+
+    def _validate(self, event: dict[str, Any]) -> None:
+        try:
+            check_new_event(event, self._header.id)
+            self._folder.apply(event)
+        except (EventError, SurfaceError) as error:
+            raise self._rejected(event["seq"], event["type"], str(error)) from None
+
+    def _track(self, event: Mapping[str, Any]) -> None:
+        kind = event["type"]
+        if kind == "session/title":
+            self._title = session_title((event,))
+        elif kind == "subagent/descriptor" and not self._descriptor_seen:
+            # §8: "folding takes the first descriptor event (first wins)".
+            self._descriptor_seen = True
+            try:
+                self._descriptor = fold_subagent_descriptor((event,))
+            except SubagentDescriptorError:
+                self._descriptor = None
+
+    # --- flushing ---
+
+    def flush(self) -> int:
+        """Write every pending event as one batch (one zstd frame, or raw lines).
+
+        The first flush materialises the file. With `fsync` on, the batch is durable
+        when this returns. On failure the file is restored to its previous size and the
+        events stay pending, so a retry writes them exactly once.
+
+        Returns:
+            The number of events written.
+
+        Raises:
+            LogWriteError: the write failed.
+        """
+        if not self._pending:
+            return 0
+        # Events keep the line serialised at append time; only packed rows are new. The
+        # pending events are alive, so no new row can share an id() with one of them.
+        lines = {id(event): line for event, line in self._pending}
+        events = [event for event, _ in self._pending]
+        records = pack_chunk_runs(events) if self._pack_chunks else events
+        parts = []
+        for record in records:
+            line = lines.get(id(record))
+            parts.append(line if line is not None else dumps_line(record))
+        body = b"\n".join(parts) + b"\n"
+        payload = compress_frame(body) if self._compression == "zstd" else body
+        if self._file.is_open:
+            self._file.append(payload)
+        else:
+            # Lazy materialisation: header and first batch are published together.
+            header = dumps_line(self._header.to_record()) + b"\n"
+            if self._compression == "zstd":
+                # "frame 1 decodes to exactly the header line including its \n"
+                header = compress_frame(header)
+            self._file.publish(header + payload)
+        self._durable_count += len(events)
+        self._pending.clear()
+        self._pending_since = None
+        return len(events)
+
+    def close(self) -> None:
+        """Flush pending events and release the file; later appends are refused."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._closed = True
+            self._file.close()
+
+    def __enter__(self) -> SessionLogWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
