@@ -1,0 +1,481 @@
+"""Echo benchmark: agent-actors' full stack against a raw pyzmq+msgpack loop, in one run.
+
+``python -m bench.echo [--quick] [--calls N] [--duration S] [--cancels N] [--out PATH]``
+
+Each stack's server runs in its own process on tcp loopback; the clients run here, one
+connection per stack. agent-actors: ``diagnostics/echo(agentId, payload)`` through
+``wire.open_client`` against ``python -m actors serve``, N in flight = N trio tasks. Raw: a
+blocking ROUTER echo loop (:func:`serve_raw`) and a blocking DEALER keeping N requests
+outstanding. Cancel-to-quiescence compares the client's ``time.monotonic()`` at the cancel with
+the server's at the end of the handler (one clock per host). ``bench/README.md`` has the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import msgpack
+import trio
+import zmq
+
+from actors._serve import READY_LINE
+from bench._common import (
+    BenchError,
+    Target,
+    Throughput,
+    explain_failure,
+    format_count,
+    format_ratio,
+    format_table,
+    latency_summary,
+    machine_info,
+    plot_png,
+    progress,
+    ratio,
+    server_process,
+    sigterm_as_interrupt,
+    target_rows,
+    write_json,
+)
+from wire import Client, WireError, open_client
+
+__all__ = ["IN_FLIGHT", "PAYLOAD", "Settings", "main", "run_benchmark", "serve_raw"]
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "bench" / "results" / "echo.json"
+#: Bind a free port on loopback only.
+ENDPOINT = "tcp://127.0.0.1:0"
+PAYLOAD = bytes(range(64))
+IN_FLIGHT = (1, 16, 128)
+RAW_READY_LINE = "bench-raw-echo: serving on"
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    #: Timed sequential calls per stack (after ``warmup`` untimed ones).
+    calls: int = 10_000
+    #: Seconds of calls at each in-flight level, per stack.
+    duration: float = 3.0
+    #: Cancel-to-quiescence samples.
+    cancels: int = 300
+    warmup: int = 500
+    quick: bool = False
+    #: Sequential sampling stops early once it has run this long (seconds).
+    sequential_limit: float = 60.0
+    #: Any agent-actors phase taking longer than this fails the run (seconds).
+    phase_limit: float = 300.0
+    #: A raw reply later than this fails the run (seconds).
+    reply_timeout: float = 10.0
+
+    @classmethod
+    def quick_run(cls) -> Settings:
+        return cls(calls=300, duration=0.3, cancels=20, warmup=50, quick=True)
+
+
+# -- raw baseline -----------------------------------------------------------------------------
+
+
+def serve_raw(endpoint: str) -> int:
+    """The raw server: a blocking ROUTER echo loop, until SIGTERM kills the process."""
+    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
+    socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.bind(endpoint)
+    print(f"{RAW_READY_LINE} {socket.getsockopt_string(zmq.LAST_ENDPOINT)}", flush=True)
+    while True:
+        parts = socket.recv_multipart()
+        if len(parts) != 2:
+            continue
+        try:
+            request = msgpack.unpackb(parts[1])
+            reply = {"type": "result", "id": request["id"], "value": request["args"]["payload"]}
+        except (ValueError, TypeError, KeyError, msgpack.UnpackException) as exc:
+            reply = {"type": "error", "id": None, "code": "bad-request", "message": str(exc)}
+        try:
+            socket.send_multipart((parts[0], msgpack.packb(reply)))
+        except zmq.ZMQError:
+            pass  # the peer went away: nobody to answer
+
+
+class RawClient:
+    """Blocking DEALER client of :func:`serve_raw`; requests look like wire ``call`` frames."""
+
+    def __init__(self, endpoint: str, *, reply_timeout: float) -> None:
+        self._timeout = reply_timeout
+        self._socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.setsockopt(zmq.SNDHWM, 10_000)
+        self._socket.setsockopt(zmq.RCVHWM, 10_000)
+        self._socket.setsockopt(zmq.RCVTIMEO, int(reply_timeout * 1000))
+        self._socket.connect(endpoint)
+        self._next_id = 0
+
+    def close(self) -> None:
+        self._socket.close(linger=0)
+
+    def _send(self) -> int:
+        self._next_id += 1
+        args = {"agentId": "agent-raw", "payload": PAYLOAD}
+        call = {"type": "call", "id": self._next_id, "endpoint": "diagnostics/echo", "args": args}
+        self._socket.send(msgpack.packb(call))
+        return self._next_id
+
+    def _receive(self) -> int:
+        try:
+            reply = msgpack.unpackb(self._socket.recv())
+        except zmq.Again:
+            raise BenchError(f"raw echo: no reply within {self._timeout:g} s") from None
+        if reply.get("value") != PAYLOAD:
+            raise BenchError(f"raw echo: unexpected reply {reply!r}")
+        call_id: int = reply["id"]
+        return call_id
+
+    def sequential(self, calls: int, limit: float) -> list[int]:
+        samples: list[int] = []
+        end = time.perf_counter() + limit
+        while len(samples) < calls and time.perf_counter() < end:
+            started = time.perf_counter_ns()
+            self._send()
+            self._receive()
+            samples.append(time.perf_counter_ns() - started)
+        return samples
+
+    def windowed(self, window: int, duration: float) -> Throughput:
+        """Keep ``window`` requests outstanding for ``duration`` s, then drain."""
+        sent_at: dict[int, int] = {}
+        start = last = time.perf_counter_ns()
+        end = start + int(duration * 1e9)
+        for _ in range(window):
+            sent_at[self._send()] = time.perf_counter_ns()
+        latencies: list[int] = []
+        while sent_at:
+            call_id = self._receive()
+            last = time.perf_counter_ns()
+            latencies.append(last - sent_at.pop(call_id))
+            if last < end:
+                sent_at[self._send()] = time.perf_counter_ns()
+        return Throughput(
+            in_flight=window,
+            calls=len(latencies),
+            seconds=(last - start) / 1e9,
+            latencies_ns=latencies,
+        )
+
+
+def measure_raw(endpoint: str, settings: Settings) -> dict[str, Any]:
+    client = RawClient(endpoint, reply_timeout=settings.reply_timeout)
+    try:
+        client.sequential(settings.warmup, settings.sequential_limit)
+        progress(f"raw: {settings.calls} sequential calls")
+        sequential = client.sequential(settings.calls, settings.sequential_limit)
+        throughput = []
+        for window in IN_FLIGHT:
+            progress(f"raw: {window} in flight for {settings.duration:g} s")
+            throughput.append(client.windowed(window, settings.duration))
+    finally:
+        client.close()
+    return {"sequential": sequential, "throughput": throughput}
+
+
+# -- agent-actors -----------------------------------------------------------------------------
+
+
+async def measure_ours(endpoint: str, settings: Settings) -> dict[str, Any]:
+    async with open_client(endpoint, name="bench.echo") as client:
+        agent = await client.call("agents/create", {"title": "echo benchmark"})
+        args = {"agentId": agent["agentId"], "payload": PAYLOAD}
+
+        async def echo() -> None:
+            if await client.call("diagnostics/echo", args) != PAYLOAD:
+                raise BenchError("diagnostics/echo returned something else than its payload")
+
+        with trio.fail_after(settings.phase_limit):
+            for _ in range(settings.warmup):
+                await echo()
+            progress(f"agent-actors: {settings.calls} sequential calls")
+            sequential = await _sequential(echo, settings.calls, settings.sequential_limit)
+        throughput = []
+        for tasks in IN_FLIGHT:
+            progress(f"agent-actors: {tasks} in flight for {settings.duration:g} s")
+            with trio.fail_after(settings.phase_limit):
+                throughput.append(await _in_flight(echo, tasks, settings.duration))
+        progress(f"agent-actors: {settings.cancels} cancel-to-quiescence samples")
+        cancels = []
+        with trio.fail_after(settings.phase_limit):
+            for i in range(settings.cancels):
+                cancels.append(await _cancel_once(client, agent["agentId"]))
+                if (i + 1) % 100 == 0:
+                    progress(f"agent-actors: {i + 1}/{settings.cancels} cancels")
+    return {"sequential": sequential, "throughput": throughput, "cancel": cancels}
+
+
+async def _sequential(echo: Callable[[], Awaitable[None]], calls: int, limit: float) -> list[int]:
+    samples: list[int] = []
+    end = time.perf_counter() + limit
+    while len(samples) < calls and time.perf_counter() < end:
+        started = time.perf_counter_ns()
+        await echo()
+        samples.append(time.perf_counter_ns() - started)
+    return samples
+
+
+async def _in_flight(
+    echo: Callable[[], Awaitable[None]], tasks: int, duration: float
+) -> Throughput:
+    """``tasks`` trio tasks each looping calls on the one connection for ``duration`` s."""
+    latencies: list[int] = []
+    start = last = time.perf_counter_ns()
+    end = start + int(duration * 1e9)
+
+    async def worker() -> None:
+        nonlocal last
+        while (started := time.perf_counter_ns()) < end:
+            await echo()
+            now = time.perf_counter_ns()
+            latencies.append(now - started)
+            last = max(last, now)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(tasks):
+            nursery.start_soon(worker)
+    return Throughput(
+        in_flight=tasks, calls=len(latencies), seconds=(last - start) / 1e9, latencies_ns=latencies
+    )
+
+
+async def _cancel_once(client: Client, agent_id: str) -> int:
+    """Nanoseconds from the caller's cancel to the server's handler having ended."""
+    label = f"bench-cancel-{uuid.uuid4().hex}"
+    scope = trio.CancelScope()
+
+    async def sleeper() -> None:
+        with scope:
+            args = {"agentId": agent_id, "seconds": 30.0, "label": label}
+            await client.call("diagnostics/sleep", args)
+            raise BenchError("diagnostics/sleep returned although it was cancelled")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(sleeper)
+        await _wait_running(client)
+        t0 = time.monotonic()
+        scope.cancel()
+    # Wait before asking so our own polling does not compete with the handler being timed.
+    await trio.sleep(0.005)
+    while True:
+        endings = await client.call("diagnostics/endings")
+        ending = next((e for e in reversed(endings) if e["call"] == label), None)
+        if ending is not None:
+            break
+        await trio.sleep(0.005)
+    if ending["outcome"] != "cancelled":
+        raise BenchError(f"the cancelled sleep ended {ending['outcome']!r}")
+    latency = round((float(ending["endedAt"]) - t0) * 1e9)
+    if latency < 0:
+        raise BenchError(f"the sleep ended {-latency} ns before it was cancelled")
+    return latency
+
+
+async def _wait_running(client: Client, within: float = 5.0) -> None:
+    """Return once the server reports the sleep as running (past the agent's mailbox)."""
+    await trio.sleep(0.005)
+    with trio.move_on_after(within):
+        while True:
+            stats = await client.call("system/stats")
+            # The system/stats call counts itself as running.
+            if stats["calls"].get("running", 0) >= 2:
+                return
+            await trio.sleep(0.002)
+    raise BenchError(f"diagnostics/sleep was not running after {within:g} s")
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+def run_benchmark(settings: Settings) -> dict[str, Any]:
+    """Run both stacks, one after the other, and return the report (see ``bench/README.md``)."""
+    started_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    clock = time.perf_counter()
+    machine = machine_info()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "PYTHONUNBUFFERED": "1",
+    }
+    progress("raw: starting the ROUTER echo process")
+    raw_argv = [sys.executable, "-m", "bench.echo", "--serve-raw", ENDPOINT]
+    with server_process(raw_argv, ready_prefix=RAW_READY_LINE, cwd=ROOT, env=env) as addresses:
+        raw = measure_raw(addresses[0], settings)
+    progress("agent-actors: starting `python -m actors serve`")
+    with tempfile.TemporaryDirectory(prefix="bench-echo-") as tmp:
+        argv = [sys.executable, "-m", "actors", "serve", "--endpoint", ENDPOINT, "--data", tmp]
+        with server_process(argv, ready_prefix=READY_LINE, cwd=ROOT, env=env) as addresses:
+            ours = trio.run(measure_ours, addresses[0], settings)
+    return build_report(settings, machine, raw, ours, started_at, time.perf_counter() - clock)
+
+
+def build_report(
+    settings: Settings,
+    machine: dict[str, Any],
+    raw: dict[str, Any],
+    ours: dict[str, Any],
+    started_at: str,
+    elapsed: float,
+) -> dict[str, Any]:
+    stacks = {"raw": raw, "ours": ours}
+    report: dict[str, Any] = {
+        "benchmark": "echo",
+        "startedAt": started_at,
+        "elapsedSeconds": round(elapsed, 3),
+        "config": {
+            "quick": settings.quick,
+            "calls": settings.calls,
+            "warmupCalls": settings.warmup,
+            "duration": settings.duration,
+            "cancels": settings.cancels,
+            "inFlight": list(IN_FLIGHT),
+            "payloadBytes": len(PAYLOAD),
+            "transport": "tcp://127.0.0.1 (loopback), one connection per stack",
+        },
+        "machine": machine,
+    }
+    for name, data in stacks.items():
+        report[name] = {
+            "sequential": latency_summary(data["sequential"]),
+            "throughput": [t.as_json() for t in data["throughput"]],
+        }
+    report["ours"]["cancel"] = latency_summary(ours["cancel"])
+    ours_seq, raw_seq = report["ours"]["sequential"], report["raw"]["sequential"]
+    ratios = {
+        f"sequential{k[:3].upper()}": ratio(ours_seq[k], raw_seq[k]) for k in ("p50Us", "p99Us")
+    }
+    for ours_t, raw_t in zip(ours["throughput"], raw["throughput"], strict=True):
+        ratios[f"throughput{ours_t.in_flight}"] = ratio(
+            ours_t.calls_per_second, raw_t.calls_per_second
+        )
+    report["ratios"] = ratios
+    cancel_p99 = report["ours"]["cancel"]["p99Us"]
+    # Issue 2 item 9: "throughput at 128 in flight at least 0.4 x the raw loop; sequential p50
+    # at most 2 x the raw loop; cancel p99 at most 1 ms".
+    goals = [
+        ("throughput at 128 in flight >= 0.4 x raw", ratios["throughput128"], ">=", 0.4, "x"),
+        ("sequential p50 <= 2 x raw", ratios["sequentialP50"], "<=", 2.0, "x"),
+        ("cancel-to-quiescence p99 <= 1 ms", cancel_p99 and cancel_p99 / 1000, "<=", 1.0, " ms"),
+    ]
+    targets = [
+        Target(name=name, value=value, comparison=comparison, limit=limit, unit=unit)
+        for name, value, comparison, limit, unit in goals
+    ]
+    report["targets"] = [t.as_json() for t in targets]
+    report["allPassed"] = all(t.passed for t in targets)
+    return report
+
+
+def render_table(report: dict[str, Any]) -> str:
+    """The report as text: absolute numbers and ratios, then each target with PASS/MISS."""
+    raw, ours, ratios = report["raw"], report["ours"], report["ratios"]
+    rows = [["", "raw pyzmq+msgpack", "agent-actors", "ours/raw"]]
+
+    def add(label: str, raw_value: float | None, ours_value: float | None, key: str) -> None:
+        ratio_text = format_ratio(ratios[key]) if key else ""
+        rows.append([label, format_count(raw_value), format_count(ours_value), ratio_text])
+
+    for key in ("p50Us", "p99Us"):
+        ratio_key = f"sequential{key[:3].upper()}"
+        add(
+            f"sequential {key[:3]} (us)", raw["sequential"][key], ours["sequential"][key], ratio_key
+        )
+    for raw_t, ours_t in zip(raw["throughput"], ours["throughput"], strict=True):
+        n = raw_t["inFlight"]
+        add(
+            f"throughput, {n} in flight (calls/s)",
+            raw_t["callsPerSecond"],
+            ours_t["callsPerSecond"],
+            f"throughput{n}",
+        )
+    for key in ("p50Us", "p99Us"):
+        add(f"cancel-to-quiescence {key[:3]} (us)", None, ours["cancel"][key], "")
+    config, machine = report["config"], report["machine"]
+    header = (
+        f"echo benchmark: {config['payloadBytes']}-byte payload, {config['transport']}; "
+        f"{config['calls']} sequential calls, {config['duration']:g} s per in-flight level, "
+        f"{ours['cancel']['count']} cancels\n"
+        f"{machine['cpuCount']} CPUs ({machine['cpuModel']}), Python {machine['python']}, "
+        f"pyzmq {machine['pyzmq']}, libzmq {machine['libzmq']}"
+    )
+    targets = format_table(target_rows(report["targets"]))
+    return f"{header}\n\n{format_table(rows)}\n\n{targets}"
+
+
+def plot_report(path: Path, report: dict[str, Any]) -> None:
+    stacks = {"raw pyzmq+msgpack": report["raw"], "agent-actors": report["ours"]}
+    plot_png(
+        path,
+        title="echo, 64-byte payload, tcp loopback",
+        throughput={
+            label: {t["inFlight"]: t["callsPerSecond"] for t in stack["throughput"]}
+            for label, stack in stacks.items()
+        },
+        cdfs={
+            "raw sequential": report["raw"]["sequential"]["cdf"],
+            "agent-actors sequential": report["ours"]["sequential"]["cdf"],
+            "agent-actors cancel-to-quiescence": report["ours"]["cancel"]["cdf"],
+        },
+        limits={"1 ms cancel target": 1000.0},
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.echo", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny counts: a smoke run of seconds")
+    parser.add_argument("--calls", type=int, help="sequential calls per stack (default 10000)")
+    parser.add_argument("--duration", type=float, help="seconds per in-flight level (default 3)")
+    parser.add_argument("--cancels", type=int, help="cancel-to-quiescence samples (default 300)")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="JSON report path; the PNG goes beside it"
+    )
+    parser.add_argument("--serve-raw", metavar="ENDPOINT", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve_raw:
+        return serve_raw(args.serve_raw)
+    settings = Settings.quick_run() if args.quick else Settings()
+    changes = {
+        k: getattr(args, k)
+        for k in ("calls", "duration", "cancels")
+        if getattr(args, k) is not None
+    }
+    if any(value <= 0 for value in changes.values()):
+        parser.error("--calls, --duration and --cancels must be positive")
+    settings = attrs.evolve(settings, **changes)
+    try:
+        with sigterm_as_interrupt():
+            report = run_benchmark(settings)
+    except BaseException as exc:
+        expected = (BenchError, WireError, zmq.ZMQError, trio.TooSlowError, OSError)
+        status = explain_failure("bench.echo", exc, expected)
+        if status is None:
+            raise
+        return status
+    out: Path = args.out
+    png = out.with_suffix(".png")
+    report["png"] = str(png)
+    write_json(out, report)
+    plot_report(png, report)
+    print(render_table(report))
+    print(f"\nreport: {out}\nplot:   {png}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
