@@ -34,7 +34,13 @@ EXIT_USAGE = 2
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # argparse cannot take positionals after an option (`call E M --agent A key=v`); the
+    # leftovers of `call` are its items, anything else is a usage error.
+    if extra and (args.command != "call" or any(item.startswith("-") for item in extra)):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:
+        args.items = [*args.items, *extra]
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE

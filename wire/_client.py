@@ -234,15 +234,23 @@ async def open_client(
     try:
         socket.connect(endpoint)
         client = Client(socket, name=name)
+        # The block's own exception is carried out of the nursery and re-raised there, so the
+        # caller sees it as raised (not wrapped in an ExceptionGroup): the background tasks
+        # never raise, so the nursery has nothing of its own to add.
+        escaped: BaseException | None = None
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_pump_or_fail, client)
             nursery.start_soon(client._timer)
             try:
                 await client._greet(connect_timeout)
                 yield client
+            except BaseException as exc:
+                escaped = exc
             finally:
                 client._close()
                 nursery.cancel_scope.cancel()
+        if escaped is not None:
+            raise escaped
     finally:
         socket.close(linger=200)
 

@@ -304,3 +304,17 @@ async def client_and_server(nursery: trio.Nursery) -> AsyncIterator[tuple[Client
     async with open_client(bound) as client:
         yield client, server
     await server.aclose()
+
+
+async def test_errors_leave_the_client_block_unwrapped(nursery: trio.Nursery) -> None:
+    """An exception raised inside `async with open_client()` comes out as itself, not wrapped
+    in an ExceptionGroup by the client's background tasks."""
+    with trio.fail_after(10):
+        server, _, bound = await start(nursery, "tcp://127.0.0.1:0")
+        with pytest.raises(UnknownEndpointError):
+            async with open_client(bound) as client:
+                await client.call("t/missing")
+        with pytest.raises(KeyError, match="mine"):
+            async with open_client(bound):
+                raise KeyError("mine")
+        await server.aclose()
