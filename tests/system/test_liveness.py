@@ -18,6 +18,7 @@ import trio
 
 from wire import PeerLostError, open_client
 
+ROOT = Path(__file__).resolve().parents[2]
 BOUND = 3.0
 MARGIN = 2.0
 
@@ -78,7 +79,7 @@ async def test_dead_client_gets_its_calls_cancelled(
         child = await trio.lowlevel.open_process(
             [sys.executable, str(script), address, agent],
             stdout=subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
         try:
             assert child.stdout is not None
