@@ -1,0 +1,314 @@
+"""``sessions/*``: the remote face of the session store.
+
+Endpoints (wire names; every map key is camelCase):
+
+- ``sessions/create(cwd?, parentSession?, seedLength?, origin?, delegationDepth=0,
+  agentPreset?, sessionId?) -> {sessionId, createdAt, cwd?, path}``: publish a new session
+  header (a fresh UUID unless ``sessionId`` is given); no agent involved.
+- ``sessions/append(agentId, events: [{type, data, surfaceOp?, sourceEventSeqs?,
+  ignorable?}]) -> {seqs, persisted}``: append a batch, all or nothing; the actor assigns
+  ``seq`` and ``time``. ``persisted`` is ``fsync``, ``written`` or ``pending`` (see
+  `actors._store_state`). State-changing.
+- ``sessions/snapshot(agentId) -> {session, capturedThroughSeq, events}``: the surface
+  (upstream's ``readSurface``): the header record, the seq of the last event (``nil`` for a log
+  without events) and the current surface events in surface order.
+- ``sessions/setTitle(agentId, title) -> {title, seq}``: a user rename (normalized, pins the
+  title). State-changing.
+- ``sessions/setModelRoute(agentId, provider, model, contextWindow?) -> {provider, model,
+  contextWindow?, updatedAt}``: record the agent's model route (kept in the projection cache's
+  ``model_routes`` table; no log event carries it). State-changing.
+- ``sessions/modelRoute(agentId) -> {provider, model, contextWindow?, updatedAt} | nil``.
+- ``sessions/info(agentId) -> {sessionId, createdAt, cwd?, parentSession?, …, title?,
+  subagentLabel?, lastSeq?, modelRoute?, writable, writer, path}``.
+- ``sessions/list(limit=100, after?) -> {sessions: [...], next?}``: newest first
+  (``createdAt`` desc, id asc) from the projection cache only; ``next`` is the cursor
+  ``{createdAt, sessionId}`` of the following page, absent on the last page.
+
+Errors: ``session-not-found`` (unknown ``agentId``), ``arguments-invalid`` (a rejected event,
+with ``details.index``; an invalid header; an empty title), ``agent-busy`` (another process
+writes the session), ``unauthorized`` (the session's directory is served read-only),
+``internal`` (a log that does not load, with upstream's wording, or a failed write).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+import trio
+
+from actors._agents import Agent
+from actors._log_header import SessionHeader
+from actors._projection_cache import CachedSession, ListCursor, RecordedModelRoute
+from actors._remote import Remote, RemoteService
+from actors._store import SessionStore
+from actors._store_events import AppendRejectedError, EventInput, title_event
+from actors._store_state import SessionState
+from wire import ArgumentsInvalidError, InternalError
+
+__all__ = [
+    "AppendResult",
+    "CreatedSession",
+    "ModelRouteInfo",
+    "PageCursor",
+    "SessionInfo",
+    "SessionListing",
+    "SessionPage",
+    "Sessions",
+    "SurfaceSnapshotResult",
+    "TitleResult",
+]
+
+MAX_PAGE = 1000
+"""Largest ``limit`` of ``sessions/list``."""
+
+
+@attrs.frozen(kw_only=True)
+class CreatedSession:
+    session_id: str
+    created_at: int
+    path: str
+    cwd: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class AppendResult:
+    #: The seqs assigned, in batch order.
+    seqs: list[int]
+    #: ``fsync`` (on stable storage), ``written`` (survives a crash of the server process) or
+    #: ``pending`` (write-behind: flushed within the batch delay).
+    persisted: str
+
+
+@attrs.frozen(kw_only=True)
+class SurfaceSnapshotResult:
+    #: The header record, as on disk (``type``, ``version``, ``id``, ``createdAt``, …).
+    session: dict[str, Any]
+    #: Seq of the last event of the log (any type), ``nil`` for a log without events.
+    captured_through_seq: int | None
+    #: Current surface events in surface order (DSH event envelopes).
+    events: list[dict[str, Any]]
+
+
+@attrs.frozen(kw_only=True)
+class TitleResult:
+    #: The title as stored (normalized).
+    title: str
+    #: Seq of its ``session/title`` event.
+    seq: int
+
+
+@attrs.frozen(kw_only=True)
+class ModelRouteInfo:
+    provider: str
+    model: str
+    #: Epoch ms of the recording.
+    updated_at: int
+    context_window: int | None = None
+
+    @classmethod
+    def of(cls, route: RecordedModelRoute) -> ModelRouteInfo:
+        return cls(
+            provider=route.provider,
+            model=route.model,
+            context_window=route.context_window,
+            updated_at=route.updated_at,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class SessionInfo:
+    session_id: str
+    created_at: int
+    delegation_depth: int
+    #: The session's directory is served writable.
+    writable: bool
+    #: This server holds the session's write lock.
+    writer: bool
+    path: str
+    cwd: str | None = None
+    parent_session: str | None = None
+    seed_length: int | None = None
+    origin: str | None = None
+    agent_preset: str | None = None
+    title: str | None = None
+    subagent_label: str | None = None
+    last_seq: int | None = None
+    model_route: ModelRouteInfo | None = None
+
+
+@attrs.frozen(kw_only=True)
+class PageCursor:
+    """The last row of a page: ``{createdAt, sessionId}``."""
+
+    created_at: int
+    session_id: str
+
+
+@attrs.frozen(kw_only=True)
+class SessionListing:
+    session_id: str
+    created_at: int
+    cwd: str | None = None
+    parent_session: str | None = None
+    origin: str | None = None
+    title: str | None = None
+    subagent_label: str | None = None
+    last_seq: int | None = None
+
+    @classmethod
+    def of(cls, row: CachedSession) -> SessionListing:
+        return cls(
+            session_id=row.session_id,
+            created_at=row.created_at,
+            cwd=row.cwd,
+            parent_session=row.parent_session,
+            origin=row.origin,
+            title=row.title,
+            subagent_label=row.subagent_label,
+            last_seq=row.last_seq,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class SessionPage:
+    sessions: list[SessionListing]
+    #: Pass as ``after`` for the next page; absent on the last page.
+    next: PageCursor | None = None
+
+
+def _state(agent: Agent) -> SessionState:
+    state = agent.state
+    if not isinstance(state, SessionState):
+        raise InternalError(f"agent {agent.id!r} is not backed by the session store")
+    return state
+
+
+class Sessions(RemoteService, key="sessions"):
+    """Create, append to, read, title and list sessions (see the module docstring)."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self._store = store
+
+    @Remote
+    async def create(
+        self,
+        cwd: str | None = None,
+        parent_session: str | None = None,
+        seed_length: int | None = None,
+        origin: Literal["subagent"] | None = None,
+        delegation_depth: int = 0,
+        agent_preset: str | None = None,
+        session_id: str | None = None,
+    ) -> CreatedSession:
+        """Create a session (header only; a fresh UUID unless ``sessionId`` is given)."""
+        for name, value in (("seedLength", seed_length), ("delegationDepth", delegation_depth)):
+            if value is not None and value < 0:
+                raise ArgumentsInvalidError(f"{name} must be non-negative, got {value}")
+        header = SessionHeader(
+            id=self._store.new_session_id() if session_id is None else session_id,
+            created_at=self._store.options.clock(),
+            cwd=cwd,
+            parent_session=parent_session,
+            seed_length=seed_length,
+            origin=origin,
+            delegation_depth=delegation_depth,
+            agent_preset=agent_preset,
+        )
+        row = await self._store.create(header)
+        return CreatedSession(
+            session_id=row.session_id, created_at=row.created_at, cwd=row.cwd, path=row.path
+        )
+
+    @Remote(mutates=True)
+    async def append(self, agent: Agent, events: list[EventInput]) -> AppendResult:
+        """Append a batch of events, all or nothing; returns the seqs assigned."""
+        try:
+            outcome = await _state(agent).append(events)
+        except AppendRejectedError as error:
+            raise ArgumentsInvalidError(
+                str(error),
+                details={"index": error.index, "seq": error.seq, "reason": error.detail},
+            ) from None
+        return AppendResult(seqs=list(outcome.seqs), persisted=outcome.persisted)
+
+    @Remote
+    async def snapshot(self, agent: Agent) -> SurfaceSnapshotResult:
+        """The surface: ``{session, capturedThroughSeq, events}``."""
+        surface = await _state(agent).snapshot()
+        return SurfaceSnapshotResult(
+            session=surface.session.to_record(),
+            captured_through_seq=surface.captured_through_seq,
+            events=[dict(event) for event in surface.events],
+        )
+
+    @Remote("setTitle", mutates=True)
+    async def set_title(self, agent: Agent, title: str) -> TitleResult:
+        """Rename the session (an explicit user title, which pins it)."""
+        try:
+            event = title_event(title)
+        except ValueError as error:
+            raise ArgumentsInvalidError(str(error)) from None
+        outcome = await _state(agent).append([event])
+        return TitleResult(title=event.data["title"], seq=outcome.seqs[0])
+
+    @Remote("setModelRoute", mutates=True)
+    async def set_model_route(
+        self, agent: Agent, provider: str, model: str, context_window: int | None = None
+    ) -> ModelRouteInfo:
+        """Record the agent's model route ``{provider, model, contextWindow}``."""
+        if not provider or not model:
+            raise ArgumentsInvalidError("provider and model must be non-empty")
+        if context_window is not None and context_window <= 0:
+            raise ArgumentsInvalidError(f"contextWindow must be positive, got {context_window}")
+        route = RecordedModelRoute(provider=provider, model=model, context_window=context_window)
+        return ModelRouteInfo.of(await _state(agent).set_model_route(route))
+
+    @Remote("modelRoute")
+    async def model_route(self, agent: Agent) -> ModelRouteInfo | None:
+        """The agent's recorded model route, or nil."""
+        await trio.lowlevel.checkpoint()
+        route = _state(agent).recorded_route
+        return ModelRouteInfo.of(route) if route is not None else None
+
+    @Remote
+    async def info(self, agent: Agent) -> SessionInfo:
+        """Header facts, title, label, last seq, model route and write status."""
+        await trio.lowlevel.checkpoint()
+        state = _state(agent)
+        header = state.header
+        route = state.recorded_route
+        return SessionInfo(
+            session_id=header.id,
+            created_at=header.created_at,
+            delegation_depth=header.delegation_depth,
+            writable=state.root.writable,
+            writer=state.is_writer,
+            path=str(state.path),
+            cwd=header.cwd,
+            parent_session=header.parent_session,
+            seed_length=header.seed_length,
+            origin=header.origin,
+            agent_preset=header.agent_preset,
+            title=state.title,
+            subagent_label=state.subagent_label,
+            last_seq=state.captured_through_seq,
+            model_route=ModelRouteInfo.of(route) if route is not None else None,
+        )
+
+    @Remote("list")
+    async def list_sessions(self, limit: int = 100, after: PageCursor | None = None) -> SessionPage:
+        """Sessions newest first (``createdAt`` desc, id asc), one page, from the cache."""
+        await trio.lowlevel.checkpoint()
+        if not 1 <= limit <= MAX_PAGE:
+            raise ArgumentsInvalidError(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
+        cursor = ListCursor(after.created_at, after.session_id) if after is not None else None
+        rows = self._store.list_page(limit=limit + 1, after=cursor)
+        page = rows[:limit]
+        more = len(rows) > limit
+        return SessionPage(
+            sessions=[SessionListing.of(row) for row in page],
+            next=PageCursor(created_at=page[-1].created_at, session_id=page[-1].session_id)
+            if more
+            else None,
+        )
