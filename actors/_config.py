@@ -5,26 +5,33 @@ a :class:`ConfigError` that names the file, the table and the key, so a typo nev
 falls back to a default.
 
 ``[wire]``: ``heartbeat`` and ``peerTimeout`` (seconds), ``maxFrameBytes``, ``maxInFlight``,
-``maxInFlightTotal``. ``[actors]``: ``idleTimeout`` (seconds). Tables of services that are
-configured elsewhere (``[fileReferences]``, ``[sessionReferences]``) are kept raw in
-:attr:`Config.services` for those services to validate.
+``maxInFlightTotal``. ``[actors]``: ``idleTimeout`` (seconds). ``[sessions]``: ``durability``
+(``fsync``, ``flush`` or ``write-behind``) and ``batchDelay`` (seconds).
+``[fileReferences]`` and ``[sessionReferenceResolver]`` use upstream DSH's key names and are
+validated by their services' own config classes, with upstream's messages.
 """
 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from actors._file_references import FileReferencesConfig, FileReferencesConfigError
+from actors._log_writer import DEFAULT_BATCH_DELAY
+from actors._session_ref import SessionReferenceConfig, SessionReferenceError
+from actors._store_options import Durability
 from wire import ServerLimits
 
 __all__ = ["Config", "ConfigError", "load_config"]
 
-#: Service tables passed through to their services, which validate them.
-SERVICE_TABLES = ("fileReferences", "sessionReferences")
+#: Keys of ``[sessionReferenceResolver]`` (upstream's schema ignores others; we refuse them).
+_SESSION_REFERENCE_KEYS = frozenset(
+    {"maxReferences", "candidateLimit", "maxReferenceBytes", "referenceContextFraction"}
+)
+_DURABILITIES = ("fsync", "flush", "write-behind")
 
 
 class ConfigError(ValueError):
@@ -36,7 +43,13 @@ class Config:
     wire: ServerLimits = attrs.Factory(ServerLimits)
     #: Seconds without calls after which an agent actor is passivated.
     idle_timeout: float = 300.0
-    services: Mapping[str, Mapping[str, Any]] = attrs.Factory(dict)
+    #: ``fsync`` (every append on stable storage before its reply), ``flush`` or
+    #: ``write-behind``.
+    durability: Durability = "fsync"
+    #: Write-behind window (seconds).
+    batch_delay: float = DEFAULT_BATCH_DELAY
+    file_references: FileReferencesConfig = attrs.Factory(FileReferencesConfig)
+    session_references: SessionReferenceConfig = attrs.Factory(SessionReferenceConfig)
 
 
 _WIRE_KEYS: dict[str, tuple[str, type]] = {
@@ -47,6 +60,7 @@ _WIRE_KEYS: dict[str, tuple[str, type]] = {
     "maxInFlightTotal": ("max_in_flight_total", int),
 }
 _ACTORS_KEYS: dict[str, tuple[str, type]] = {"idleTimeout": ("idle_timeout", float)}
+_SESSIONS_KEYS: dict[str, tuple[str, type]] = {"batchDelay": ("batch_delay", float)}
 
 
 def load_config(path: Path | None) -> Config:
@@ -61,7 +75,7 @@ def load_config(path: Path | None) -> Config:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read configuration: {exc}") from None
-    known = {"wire", "actors", *SERVICE_TABLES}
+    known = {"wire", "actors", "sessions", "fileReferences", "sessionReferenceResolver"}
     for table, value in document.items():
         if table not in known:
             raise ConfigError(
@@ -74,10 +88,33 @@ def load_config(path: Path | None) -> Config:
     limits = ServerLimits(**wire)
     if limits.peer_timeout <= limits.heartbeat:
         raise ConfigError(f"{path}: [wire] peerTimeout must be longer than heartbeat")
+    sessions = dict(document.get("sessions", {}))
+    durability = sessions.pop("durability", "fsync")
+    if durability not in _DURABILITIES:
+        raise ConfigError(
+            f"{path}: [sessions] durability must be one of {', '.join(_DURABILITIES)}, "
+            f"got {durability!r}"
+        )
+    batch = _table(path, "sessions", sessions, _SESSIONS_KEYS)
+    resolver = document.get("sessionReferenceResolver", {})
+    unknown = sorted(set(resolver) - _SESSION_REFERENCE_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"{path}: unknown key {unknown[0]!r} in [sessionReferenceResolver] "
+            f"(known: {', '.join(sorted(_SESSION_REFERENCE_KEYS))})"
+        )
+    try:
+        file_references = FileReferencesConfig.from_table(document.get("fileReferences", {}))
+        session_references = SessionReferenceConfig.from_mapping(resolver)
+    except (FileReferencesConfigError, SessionReferenceError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     return Config(
         wire=limits,
         idle_timeout=actors.get("idle_timeout", 300.0),
-        services={t: document[t] for t in SERVICE_TABLES if t in document},
+        durability=durability,
+        batch_delay=batch.get("batch_delay", DEFAULT_BATCH_DELAY),
+        file_references=file_references,
+        session_references=session_references,
     )
 
 

@@ -230,15 +230,18 @@ class ProjectionCache:
             self._reader.close()
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self, *, listing_changed: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction; ``listing_changed`` bumps the revision that derived views
+        (the candidate index) key on."""
         with self._write_lock:
             try:
                 with self._writer:  # one transaction: commit, or roll back on error
                     yield self._writer
-                    self._writer.execute(
-                        "INSERT INTO meta(key, value) VALUES('revision', 1) "
-                        "ON CONFLICT(key) DO UPDATE SET value = value + 1"
-                    )
+                    if listing_changed:
+                        self._writer.execute(
+                            "INSERT INTO meta(key, value) VALUES('revision', 1) "
+                            "ON CONFLICT(key) DO UPDATE SET value = value + 1"
+                        )
             except sqlite3.Error as error:
                 raise ProjectionCacheError(f"{self.path}: write failed: {error}") from None
 
@@ -298,8 +301,16 @@ class ProjectionCache:
         file_size: int,
         file_mtime_ns: int,
     ) -> None:
-        """Record what an append changed (the owning actor calls this after each flush)."""
-        with self._write() as db:
+        """Record what an append changed (the owning actor calls this after each flush).
+
+        Only a new title or subagent label changes what listings show, so only those bump the
+        revision: an append-heavy agent does not make every candidate index rebuild.
+        """
+        before = self._read(
+            "SELECT title, subagent_label FROM sessions WHERE id = ?", (session_id,)
+        )
+        changed = not before or tuple(before[0]) != (title, subagent_label)
+        with self._write(listing_changed=changed) as db:
             db.execute(
                 "UPDATE sessions SET title = ?, subagent_label = ?, last_seq = ?, "
                 "file_size = ?, file_mtime_ns = ? WHERE id = ?",

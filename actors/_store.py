@@ -16,9 +16,10 @@ store acknowledged survives a restart and is visible to other processes at once.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import trio
@@ -35,6 +36,8 @@ from actors._projection_cache import CachedSession, ListCursor, ProjectionCache
 from actors._store_options import SessionRoot, StoreOptions, file_identity, read_failure
 from actors._store_state import SessionState
 from wire import ArgumentsInvalidError, InternalError
+
+log = logging.getLogger("actors.store")
 
 __all__ = ["SessionStore"]
 
@@ -62,6 +65,22 @@ class SessionStore:
         self._live: dict[str, SessionState] = {}
         self._loading: dict[str, trio.Event] = {}
         self._root_ids = tuple(root.root_id for root in self.roots)
+        self._listeners: list[Callable[[str, str], None]] = []
+
+    def add_event_listener(self, listener: Callable[[str, str], None]) -> None:
+        """Call ``listener(session_id, event_type)`` for every event appended from now on.
+
+        Listeners run synchronously in the appending actor, after the batch is accepted, so
+        they must be quick; an exception in one is logged and does not fail the append.
+        """
+        self._listeners.append(listener)
+
+    def _notify(self, session_id: str, event_type: str) -> None:
+        for listener in self._listeners:
+            try:
+                listener(session_id, event_type)
+            except Exception:
+                log.exception("session event listener failed for %s", session_id)
 
     @property
     def root_ids(self) -> tuple[int, ...]:
@@ -108,6 +127,7 @@ class SessionStore:
                 options=self.options,
                 model_route=route,
                 on_close=self._forget,
+                on_recorded=self._notify,
             )
             self._live[agent_id] = state
             return state

@@ -81,6 +81,7 @@ class SessionState:
         identity: tuple[int, ...] | None,
         model_route: RecordedModelRoute | None,
         on_close: Callable[[SessionState], None],
+        on_recorded: Callable[[str, str], None] = lambda session_id, event_type: None,
     ) -> None:
         """Private; `SessionStore.load` builds it (``identity``: the transcript's
         `file_identity` taken before it was read)."""
@@ -93,6 +94,7 @@ class SessionState:
         self._options = options
         self._route = model_route
         self._on_close = on_close
+        self._on_recorded = on_recorded
         self._loaded: LoadedSession | None = loaded
         self._identity = identity
         self._title = session_title(loaded.events)
@@ -265,6 +267,8 @@ class SessionState:
                 side.folder = folder
                 if self._options.durability != "write-behind":
                     await self._flush_locked(side)
+            for event in recorded:
+                self._on_recorded(self.session_id, event["type"])
             return AppendOutcome(
                 seqs=tuple(event["seq"] for event in recorded), persisted=self._persisted()
             )

@@ -1,0 +1,132 @@
+"""The DSH reference endpoints, served by every agent.
+
+``fileReferences/list(agentId, query)``: path-only ``@``-completion candidates inside the
+agent's cwd (upstream's ``SessionFileReferences``: service key ``sessionFileReferences``, wire
+namespace ``fileReferences``, a bare ``@Remote list``).
+
+``sessionReferenceResolver/candidates(agentId, query)``: other sessions the agent may mention,
+from the projection cache only (never a transcript at keystroke rate).
+
+``sessionReferenceResolver/prepare(agentId, content, references)``: freeze up to three
+referenced sessions into one bounded, untrusted context message. Each source is read once,
+through its own agent actor (``read_surface``), so a source that is being appended to is read
+between two of its batches, never torn.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from actors._agents import Agent
+from actors._file_references import FileCandidate, FileReferenceService
+from actors._projection_cache import ProjectionCache
+from actors._remote import Remote, RemoteService
+from actors._session_ref import (
+    CandidateIndex,
+    SessionReferenceConfig,
+    SourceSnapshot,
+    SpillStore,
+    discard_spills,
+    prepare,
+)
+
+__all__ = ["SessionFileReferences", "SessionReferenceResolver"]
+
+#: Reads a source session's surface through its agent actor.
+ReadSurface = Callable[[str], Awaitable[SourceSnapshot]]
+
+
+class SessionFileReferences(RemoteService, key="sessionFileReferences", namespace="fileReferences"):
+    """``fileReferences/list``, delegating to the per-agent index service."""
+
+    def __init__(self, files: FileReferenceService, *, default_cwd: Path) -> None:
+        self._files = files
+        self._default_cwd = default_cwd
+
+    @Remote("list")
+    async def list_references(self, agent: Agent, query: str) -> list[FileCandidate]:
+        """Completion candidates ``{path, kind}`` for ``query`` inside the agent's cwd."""
+        cwd = getattr(agent.state, "cwd", None) or self._default_cwd
+        return await self._files.list(agent.id, cwd, query)
+
+    def on_session_event(self, session_id: str, event_type: str) -> None:
+        """Upstream's freshness rule: a recorded tool result invalidates the agent's index."""
+        self._files.on_session_event(session_id, event_type)
+
+
+class SessionReferenceResolver(RemoteService, key="sessionReferenceResolver"):
+    """``candidates`` and ``prepare`` of the newer DSH contract."""
+
+    def __init__(
+        self,
+        *,
+        cache: ProjectionCache,
+        root_ids: Sequence[int],
+        config: SessionReferenceConfig,
+        read_surface: ReadSurface,
+        spill_store: SpillStore | None,
+    ) -> None:
+        self._cache = cache
+        self._root_ids = tuple(root_ids)
+        self._config = config
+        self._read_surface = read_surface
+        self._spill_store = spill_store
+        self._index: CandidateIndex | None = None
+        self._index_revision: int | None = None
+        self._rebuild = trio.Lock()
+
+    @Remote("candidates")
+    async def remote_export_candidates(self, agent: Agent, query: str = "") -> list[dict[str, Any]]:
+        """Sessions the agent may mention, cwd affinity first then newest, each with its
+        canonical mention ``@[displayTitle ?? label](dsh-session:…)``."""
+        index = await self._current_index()
+        return index.remote_candidates(agent.state, query, config=self._config)
+
+    @Remote("prepare")
+    async def remote_prepare(
+        self, agent: Agent, content: Any, references: list[Any]
+    ) -> dict[str, Any]:
+        """``{content, additionalContext?}``: the referenced sessions frozen into one
+        bounded context message (see session-reference-newer.md §4)."""
+        state = agent.state
+
+        async def lookup_model_route() -> Any:
+            await trio.lowlevel.checkpoint()
+            return getattr(state, "model_route", None)
+
+        prepared = await prepare(
+            state,
+            content,
+            references,
+            read_snapshot=self._read_surface,
+            config=self._config,
+            spill_store=self._spill_store,
+            lookup_model_route=lookup_model_route,
+        )
+        try:
+            await trio.lowlevel.checkpoint()
+        except trio.Cancelled:
+            # Cancelled after prepare returned: nothing will reach the caller, so the spilled
+            # transcripts are nobody's; remove them before the cancel goes on.
+            with trio.CancelScope(shield=True), trio.move_on_after(10):
+                await discard_spills(self._spill_store, prepared.spilled)
+            raise
+        return prepared.to_wire()
+
+    async def _current_index(self) -> CandidateIndex:
+        """The candidate index, rebuilt (off the event loop) when the cache has changed."""
+        revision = await trio.to_thread.run_sync(self._cache.revision)
+        if self._index is not None and self._index_revision == revision:
+            return self._index
+        async with self._rebuild:
+            if self._index is None or self._index_revision != revision:
+                summaries = functools.partial(self._cache.summaries, self._root_ids)
+                rows = await trio.to_thread.run_sync(summaries)
+                self._index = await trio.to_thread.run_sync(CandidateIndex, rows)
+                self._index_revision = revision
+        return self._index
