@@ -1,8 +1,8 @@
-"""Services every server carries: agent administration and diagnostics.
+"""Services every server carries: agent creation and diagnostics.
 
-``agents/*`` manages the in-memory directory until the session store takes over;
-``diagnostics/*`` is what the demo, the tests and the benchmarks call: an echo through the
-whole stack, a sleep that records how it ended, and a state-changing append. The record of how
+``agents/create`` makes a titled session in one call. ``diagnostics/*`` is what the demo, the
+tests and the benchmarks call: an echo through the whole stack, a sleep that records how it
+ended, a publication that a cancel must stop, and a state-changing append. The record of how
 calls ended is what lets a client see that the server observed a cancel.
 """
 
@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
 
-from actors._agents import Agent, AgentState, InMemoryAgentDirectory
+from actors._agents import Agent
 from actors._remote import Remote, RemoteService
-from wire import ArgumentsInvalidError
 
 __all__ = ["AgentInfo", "Agents", "Diagnostics", "HandlerEnding"]
 
@@ -29,33 +29,26 @@ class AgentInfo:
     cwd: str | None = None
     title: str | None = None
 
-    @classmethod
-    def of(cls, state: AgentState) -> AgentInfo:
-        return cls(agent_id=state.agent_id, cwd=state.cwd, title=state.title)
+
+#: Calls an endpoint in this process as a remote caller would (``actors._serve.call_local``).
+LocalCall = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 
 class Agents(RemoteService, key="agents"):
-    """Create and list agents of the in-memory directory."""
+    """Convenience over ``sessions/*``: create an agent (a new session, titled) in one call."""
 
-    def __init__(self, directory: InMemoryAgentDirectory) -> None:
-        self._directory = directory
+    def __init__(self, call_local: LocalCall) -> None:
+        self._call = call_local
 
-    @Remote(mutates=True)
+    @Remote
     async def create(
         self, agent_id: str | None = None, cwd: str | None = None, title: str | None = None
     ) -> AgentInfo:
-        """Create an agent (a fresh id unless ``agentId`` is given)."""
-        try:
-            state = self._directory.create(agent_id, cwd=cwd, title=title)
-        except ValueError as exc:
-            raise ArgumentsInvalidError(str(exc)) from None
-        return AgentInfo.of(state)
-
-    @Remote("list")
-    async def list_agents(self) -> list[str]:
-        """Ids of every agent in the directory."""
-        await trio.lowlevel.checkpoint()
-        return self._directory.ids()
+        """Create a session (id ``agentId`` if given) and set its title; return the agent."""
+        created = await self._call("sessions/create", {"sessionId": agent_id, "cwd": cwd})
+        if title is not None:
+            await self._call("sessions/setTitle", {"agentId": created.session_id, "title": title})
+        return AgentInfo(agent_id=created.session_id, cwd=created.cwd, title=title)
 
 
 @attrs.frozen(kw_only=True)

@@ -1,6 +1,7 @@
 """The ``agent-actors`` command (also ``python -m actors``).
 
 ``serve``   run a server until SIGINT/SIGTERM.
+``index``   build or refresh the projection cache of an existing DSH sessions directory.
 ``call``    one call, httpie style: ``key=text`` passes a string, ``key:=json`` any JSON value;
             prints the JSON result on stdout, or ``code: message`` on stderr and exits 1.
 ``demo``    start a server process on a temporary ipc endpoint and walk through a few calls.
@@ -16,11 +17,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import platformdirs
 import trio
 
 from actors._config import ConfigError, load_config
+from actors._indexing import IndexingError, ProgressBar, index_sessions, render_summary
+from actors._projection_cache import ProjectionCache, ProjectionCacheError
 from actors._serve import READY_LINE, serve
+from actors._store_services import CACHE_NAME
 from wire import WireError, open_client
 
 __all__ = ["main"]
@@ -67,7 +72,32 @@ def _parser() -> argparse.ArgumentParser:
         help="data directory (default: under the XDG data home)",
     )
     serve_cmd.add_argument("--config", type=Path, help="TOML configuration file")
+    serve_cmd.add_argument(
+        "--sessions", type=Path, help="an existing DSH sessions directory to serve as well"
+    )
+    serve_cmd.add_argument(
+        "--writable",
+        action="store_true",
+        help="allow writes to --sessions (read-only otherwise); new sessions then go there",
+    )
+    serve_cmd.add_argument(
+        "--durability",
+        choices=("fsync", "flush", "write-behind"),
+        help="when an append is acknowledged (default: [sessions] durability, or fsync)",
+    )
     serve_cmd.set_defaults(run=_run_serve)
+
+    index_cmd = commands.add_parser(
+        "index", help="build or refresh the projection cache of a DSH sessions directory"
+    )
+    index_cmd.add_argument("--sessions", type=Path, required=True, help="DSH sessions directory")
+    index_cmd.add_argument(
+        "--data",
+        type=Path,
+        default=Path(platformdirs.user_data_dir("agent-actors")),
+        help="data directory holding the cache (default: under the XDG data home)",
+    )
+    index_cmd.set_defaults(run=_run_index)
 
     call_cmd = commands.add_parser("call", help="make one call and print its JSON result")
     call_cmd.add_argument("endpoint", help="server endpoint, e.g. tcp://127.0.0.1:7555")
@@ -90,6 +120,11 @@ def _run_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"agent-actors: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if args.durability is not None:
+        config = attrs.evolve(config, durability=args.durability)
+    if args.writable and args.sessions is None:
+        print("agent-actors: --writable needs --sessions", file=sys.stderr)
+        return EXIT_USAGE
 
     def ready(addresses: list[str]) -> None:
         print(f"{READY_LINE} {' '.join(addresses)}", flush=True)
@@ -97,12 +132,36 @@ def _run_serve(args: argparse.Namespace) -> int:
     try:
         trio.run(
             functools.partial(
-                serve, args.endpoint or [DEFAULT_ENDPOINT], config, args.data, on_ready=ready
+                serve,
+                args.endpoint or [DEFAULT_ENDPOINT],
+                config,
+                args.data,
+                sessions_dir=args.sessions,
+                writable=args.writable,
+                on_ready=ready,
             )
         )
-    except OSError as exc:  # zmq.ZMQError is an OSError: address in use, bad endpoint
+    except (OSError, ProjectionCacheError) as exc:  # zmq.ZMQError is an OSError
         print(f"agent-actors: cannot serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    return 0
+
+
+def _run_index(args: argparse.Namespace) -> int:
+    try:
+        args.data.mkdir(parents=True, exist_ok=True)
+        cache = ProjectionCache.open(args.data / CACHE_NAME)
+    except (OSError, ProjectionCacheError) as exc:
+        print(f"agent-actors: cannot open the cache: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        summary = index_sessions(args.sessions, cache, progress=ProgressBar())
+    except (OSError, IndexingError, ProjectionCacheError) as exc:
+        print(f"agent-actors: cannot index {args.sessions}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        cache.close()
+    print(render_summary(summary))
     return 0
 
 

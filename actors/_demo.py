@@ -62,7 +62,7 @@ async def run_demo() -> int:
         try:
             await _tour(endpoint, Path(tmp))
         finally:
-            _say("8. Stopping the server with SIGTERM (graceful shutdown)")
+            _say("9. Stopping the server with SIGTERM (graceful shutdown)")
             process.send_signal(signal.SIGTERM)
             with trio.move_on_after(10):
                 await process.wait()
@@ -118,7 +118,9 @@ async def _tour(endpoint: str, tmp: Path) -> None:
             )
         _say(f"   first call: {outcome['first']}; second call returned {outcome['second']}")
 
-        _say("7. Errors are typed and the server keeps serving")
+        await _references(client, agent_id, tmp)
+
+        _say("8. Errors are typed and the server keeps serving")
         for endpoint_name, args in (
             ("nope/missing", {}),
             ("diagnostics/sleep", {"agentId": agent_id, "seconds": "soon"}),
@@ -133,6 +135,33 @@ async def _tour(endpoint: str, tmp: Path) -> None:
             f"   server stats: {stats['callsTotal']} calls, {stats['cancelledTotal']} cancelled, "
             f"{stats['handlerTasks']} other handler tasks alive"
         )
+
+
+async def _references(client: Any, agent_id: str, tmp: Path) -> None:
+    _say("7. The DSH reference endpoints, on two agents sharing a workspace")
+    work = tmp / "work"
+    for name in ("src/main.py", "src/mailbox.py", "README.md"):
+        await trio.Path(work / name).parent.mkdir(parents=True, exist_ok=True)
+        await trio.Path(work / name).write_text("# demo\n")
+    other = await client.call("agents/create", {"cwd": str(work), "title": "Design notes"})
+    mine = await client.call("agents/create", {"cwd": str(work), "title": "Implementation"})
+    proxy = client.agent(mine["agentId"])
+    files = await proxy.fileReferences.list("mail")
+    _say(f"   fileReferences/list('mail') -> {[f['path'] for f in files]}")
+    listed = await proxy.fileReferences.list("")
+    _say(f"   fileReferences/list('') -> {[(f['path'], f['kind']) for f in listed]}")
+    candidates = await proxy.sessionReferenceResolver.candidates("design")
+    _say(f"   sessionReferenceResolver/candidates('design') -> {candidates[0]['mention']}")
+    prepared = await proxy.sessionReferenceResolver.prepare(
+        f"Compare with {candidates[0]['mention']}",
+        [{"sessionId": other["agentId"], "label": "Design notes"}],
+    )
+    context = str(prepared.get("additionalContext", ""))
+    tagged = "<referenced-sessions>" in context
+    _say(
+        f"   sessionReferenceResolver/prepare -> additionalContext of {len(context)} characters"
+        f"{', inside <referenced-sessions>' if tagged else ''}"
+    )
 
 
 async def _show_server_view(client: Any, label: str) -> None:

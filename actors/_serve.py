@@ -1,41 +1,125 @@
-"""Running a server: the actor system, its services and the wire server, under one nursery.
+"""Running a server: the session store, the actor system, its services and the wire server,
+under one nursery.
 
 ``serve`` is what ``agent-actors serve`` runs. SIGINT and SIGTERM shut it down gracefully:
 calls in flight are cancelled with a terminal frame (reason ``shutdown``), every peer is told
-bye, the sockets close, and the process exits 0.
+bye, the sockets close, every session writer is flushed and its lock released, and the process
+exits 0.
 """
 
 from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 
-from actors._agents import InMemoryAgentDirectory
 from actors._builtin_services import Agents, Diagnostics
 from actors._config import Config
+from actors._file_references import FileReferenceService
+from actors._reference_services import SessionFileReferences, SessionReferenceResolver
+from actors._session_ref import LocalSpillStore, SourceSnapshot
+from actors._store_services import SessionServices, build_session_services
 from actors._system import ActorSystem
-from wire import Server
+from wire import CallContext, Server
 
-__all__ = ["build_system", "serve"]
+__all__ = ["READY_LINE", "Runtime", "open_runtime", "serve"]
 
 #: Printed (then the bound addresses) once the server accepts calls; the demo and tests wait
 #: for it.
 READY_LINE = "agent-actors: serving on"
 
 
-def build_system(config: Config) -> tuple[ActorSystem, InMemoryAgentDirectory]:
-    directory = InMemoryAgentDirectory()
+@attrs.frozen(kw_only=True)
+class Runtime:
+    """Everything a server process hosts, assembled and running."""
+
+    system: ActorSystem
+    sessions: SessionServices
+    files: FileReferenceService
+
+
+class _LocalContext:
+    """The call context of an actor-to-actor call made inside this process."""
+
+    peer = b""
+    call_id = 0
+
+    def running(self) -> None:
+        """Local calls have no wire state to report."""
+
+
+async def call_local(system: ActorSystem, endpoint: str, args: dict[str, Any]) -> Any:
+    """Call ``endpoint`` in this process exactly as a remote caller would (validation,
+    activation, mailbox admission), so actors reach each other through one interface."""
+    target = system.registry.get(endpoint)
+    if target is None:
+        raise LookupError(f"no local endpoint {endpoint!r}")
+    context: CallContext = _LocalContext()
+    return await target.handler(context, target.bind(args))
+
+
+@asynccontextmanager
+async def open_runtime(
+    config: Config,
+    data_dir: Path,
+    *,
+    sessions_dir: Path | None = None,
+    writable: bool = False,
+) -> AsyncIterator[Runtime]:
+    """Assemble and run the store, the services and the actor system (no sockets).
+
+    Resource handling: on exit every background task is cancelled and the store is closed
+    under a shield (writers flushed, locks released).
+    """
+    await trio.Path(data_dir).mkdir(parents=True, exist_ok=True)
+    sessions = await trio.to_thread.run_sync(
+        lambda: build_session_services(
+            data_dir,
+            sessions_dir=sessions_dir,
+            writable=writable,
+            durability=config.durability,
+            batch_delay=config.batch_delay,
+        )
+    )
+    files = FileReferenceService(config.file_references)
+    file_references = SessionFileReferences(files, default_cwd=Path.cwd())
+    sessions.directory.add_event_listener(file_references.on_session_event)
     system = ActorSystem(
-        directory,
-        [Agents(directory), Diagnostics()],
+        sessions.directory,
+        [*sessions.services, file_references, Diagnostics()],
         idle_timeout=config.idle_timeout,
     )
-    return system, directory
+
+    async def read_surface(session_id: str) -> SourceSnapshot:
+        surface = await call_local(system, "sessions/snapshot", {"agentId": session_id})
+        return SourceSnapshot.from_surface(surface)
+
+    system.add_service(Agents(lambda endpoint, args: call_local(system, endpoint, args)))
+    system.add_service(
+        SessionReferenceResolver(
+            cache=sessions.cache,
+            root_ids=sessions.directory.root_ids,
+            config=config.session_references,
+            read_surface=read_surface,
+            spill_store=LocalSpillStore(data_dir / "spill"),
+        )
+    )
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(sessions.run)
+            await nursery.start(files.run)
+            await nursery.start(system.run)
+            yield Runtime(system=system, sessions=sessions, files=files)
+            nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await sessions.aclose()
 
 
 async def serve(
@@ -43,26 +127,28 @@ async def serve(
     config: Config,
     data_dir: Path,
     *,
+    sessions_dir: Path | None = None,
+    writable: bool = False,
     on_ready: Callable[[list[str]], None] | None = None,
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until SIGINT or SIGTERM, then shut down gracefully."""
-    await trio.Path(data_dir).mkdir(parents=True, exist_ok=True)
-    system, _ = build_system(config)
-    server = Server(system.registry, limits=config.wire)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(system.run)
-            addresses = await nursery.start(server.run, list(endpoints))
-            if on_ready is not None:
-                on_ready(addresses)
-            task_status.started(addresses)
-            async for signum in signals:
-                print(
-                    f"agent-actors: {signal.Signals(signum).name}: shutting down",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                await server.aclose()
-                nursery.cancel_scope.cancel()
-                break
+        async with open_runtime(
+            config, data_dir, sessions_dir=sessions_dir, writable=writable
+        ) as runtime:
+            server = Server(runtime.system.registry, limits=config.wire)
+            async with trio.open_nursery() as nursery:
+                addresses = await nursery.start(server.run, list(endpoints))
+                if on_ready is not None:
+                    on_ready(addresses)
+                task_status.started(addresses)
+                async for signum in signals:
+                    print(
+                        f"agent-actors: {signal.Signals(signum).name}: shutting down",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    await server.aclose()
+                    nursery.cancel_scope.cancel()
+                    break
