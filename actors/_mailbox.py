@@ -35,12 +35,97 @@ class _Waiter:
 
 
 class Mailbox:
-    """FIFO reader/writer admission for one actor."""
+    """FIFO reader/writer admission for one actor.
+
+    A call is admitted with :meth:`enter` and releases its turn with :meth:`leave`;
+    :meth:`admit` wraps the pair as an ``async with`` block.
+    """
 
     def __init__(self) -> None:
         self._readers = 0
         self._writer = False
         self._queue: collections.deque[_Waiter] = collections.deque()
+
+    def reserve(self, *, mutates: bool) -> _Waiter:
+        """Take a place in the queue now (the call arrived); wait for it with :meth:`wait`.
+
+        Reserving when a call arrives, rather than when its task first runs, is what makes
+        state-changing calls run in arrival order: trio starts a batch of new tasks in no
+        particular order.
+        """
+        waiter = _Waiter(mutates)
+        if not self._queue and self._can_enter(mutates):
+            self._take(mutates)
+            waiter.admitted.set()
+        else:
+            self._queue.append(waiter)
+        return waiter
+
+    async def wait(self, waiter: _Waiter) -> None:
+        """Wait until a reserved turn comes; the caller must :meth:`leave` once done.
+
+        If cancelled, raises ``trio.Cancelled`` and gives the reservation up.
+        """
+        try:
+            if waiter.admitted.is_set():
+                await trio.lowlevel.checkpoint_if_cancelled()
+            else:
+                await waiter.admitted.wait()
+        except BaseException:
+            self.give_up(waiter)
+            raise
+
+    def give_up(self, waiter: _Waiter) -> None:
+        """Drop a reservation that will not be used, granted or not."""
+        if waiter.admitted.is_set():
+            self.leave(mutates=waiter.mutates)
+        else:
+            self._queue.remove(waiter)
+            self._grant()
+
+    def _take(self, mutates: bool) -> None:
+        if mutates:
+            self._writer = True
+        else:
+            self._readers += 1
+
+    async def enter(self, *, mutates: bool) -> None:
+        """Wait for this call's turn; the caller must :meth:`leave` once done.
+
+        An admission that needs no waiting (the usual case) is a cancel point but no
+        scheduling point: a call cancelled before its turn raises ``trio.Cancelled`` here and
+        holds nothing, and one that is not cancelled goes on without a trip through the
+        scheduler. If cancelled while queued, raises ``trio.Cancelled`` and leaves the queue
+        as if the call had never arrived.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if not self._queue and self._can_enter(mutates):
+            if mutates:
+                self._writer = True
+            else:
+                self._readers += 1
+            return
+        waiter = _Waiter(mutates)
+        self._queue.append(waiter)
+        try:
+            await waiter.admitted.wait()
+        except BaseException:
+            if waiter.admitted.is_set():
+                # Admitted in the same batch as the cancel: give the turn back.
+                self.leave(mutates=mutates)
+            else:
+                self._queue.remove(waiter)
+                self._grant()
+            raise
+
+    def leave(self, *, mutates: bool) -> None:
+        """Give back the turn :meth:`enter` granted."""
+        if mutates:
+            self._writer = False
+        else:
+            self._readers -= 1
+        if self._queue:
+            self._grant()
 
     @asynccontextmanager
     async def admit(self, *, mutates: bool) -> AsyncIterator[None]:
@@ -49,28 +134,11 @@ class Mailbox:
         If cancelled while queued, raises ``trio.Cancelled`` and leaves the queue as if the call
         had never arrived.
         """
-        waiter = _Waiter(mutates)
-        immediate = not self._queue and self._can_enter(mutates)
-        if immediate:
-            self._enter(waiter)
-        else:
-            self._queue.append(waiter)
-            try:
-                await waiter.admitted.wait()
-            except BaseException:
-                if waiter.admitted.is_set():
-                    # Admitted in the same batch as the cancel: give the turn back.
-                    self._leave(waiter)
-                else:
-                    self._queue.remove(waiter)
-                    self._grant()
-                raise
+        await self.enter(mutates=mutates)
         try:
-            if immediate:
-                await trio.lowlevel.checkpoint()
             yield
         finally:
-            self._leave(waiter)
+            self.leave(mutates=mutates)
 
     def statistics(self) -> MailboxStatistics:
         return MailboxStatistics(
@@ -86,23 +154,10 @@ class Mailbox:
             return not self._writer and self._readers == 0
         return not self._writer
 
-    def _enter(self, waiter: _Waiter) -> None:
-        if waiter.mutates:
-            self._writer = True
-        else:
-            self._readers += 1
-        waiter.admitted.set()
-
-    def _leave(self, waiter: _Waiter) -> None:
-        if waiter.mutates:
-            self._writer = False
-        else:
-            self._readers -= 1
-        self._grant()
-
     def _grant(self) -> None:
         while self._queue and self._can_enter(self._queue[0].mutates):
             waiter = self._queue.popleft()
-            self._enter(waiter)
+            self._take(waiter.mutates)
+            waiter.admitted.set()
             if waiter.mutates:
                 return

@@ -49,6 +49,7 @@ class _LocalContext:
 
     peer = b""
     call_id = 0
+    reservation = None
 
     def running(self) -> None:
         """Local calls have no wire state to report."""

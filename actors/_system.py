@@ -16,6 +16,7 @@ import attrs
 import trio
 
 from actors._agents import Agent, AgentDirectory
+from actors._mailbox import Mailbox
 from actors._remote import RemoteService
 from wire import CallContext, Endpoint, EndpointSpec, Registry, SessionNotFoundError
 
@@ -51,6 +52,7 @@ class ActorSystem:
         self.directory = directory
         self.idle_timeout = idle_timeout
         self.registry = Registry()
+        self._mailboxes: dict[str, Mailbox] = {}
         self._agents: dict[str, Agent] = {}
         self._activating: dict[str, trio.Event] = {}
         self._activations = 0
@@ -77,10 +79,13 @@ class ActorSystem:
         idle = [
             agent
             for agent in self._agents.values()
-            if agent.in_use == 0 and now - agent.last_active >= self.idle_timeout
+            if agent.in_use == 0
+            and agent.mailbox.idle
+            and now - agent.last_active >= self.idle_timeout
         ]
         for agent in idle:
             del self._agents[agent.id]
+            self._forget_mailbox(agent.id)
         self._passivations += len(idle)
         return len(idle)
 
@@ -105,7 +110,12 @@ class ActorSystem:
                 raise SessionNotFoundError(
                     f"no session with id {agent_id!r}", details={"agentId": agent_id}
                 )
-            agent = Agent(id=agent_id, state=state, last_active=trio.current_time())
+            agent = Agent(
+                id=agent_id,
+                state=state,
+                mailbox=self._mailbox(agent_id),
+                last_active=trio.current_time(),
+            )
             self._agents[agent_id] = agent
             self._activations += 1
             return agent
@@ -133,17 +143,49 @@ class ActorSystem:
             return Endpoint(spec=spec, handler=call_service)
 
         mutates = spec.mutates
+        agents = self._agents
+
+        def reserve(args: dict[str, Any]) -> Any:
+            return self._mailbox(args[lookup]).reserve(mutates=mutates)
 
         async def call_agent(context: CallContext, args: dict[str, Any]) -> Any:
-            agent = await self.activate(args[lookup])
+            agent_id = args[lookup]
+            mailbox = self._mailbox(agent_id)
+            # Reserved on arrival by the server (arrival order); a local call reserves now.
+            turn = context.reservation or mailbox.reserve(mutates=mutates)
+            # A live actor is found without a coroutine of its own; activation only when cold.
+            agent = agents.get(agent_id)
+            if agent is None:
+                try:
+                    agent = await self.activate(agent_id)
+                except BaseException:
+                    mailbox.give_up(turn)
+                    self._forget_mailbox(agent_id)
+                    raise
             agent.in_use += 1
             try:
-                async with agent.mailbox.admit(mutates=mutates):
+                await mailbox.wait(turn)
+                try:
                     context.running()
                     args[lookup] = agent
                     return await method(**args)
+                finally:
+                    mailbox.leave(mutates=mutates)
             finally:
                 agent.in_use -= 1
                 agent.last_active = trio.current_time()
 
-        return Endpoint(spec=spec, handler=call_agent, admits_itself=True)
+        return Endpoint(spec=spec, handler=call_agent, admits_itself=True, on_arrival=reserve)
+
+    def _mailbox(self, agent_id: str) -> Mailbox:
+        """The mailbox of ``agent_id``; it exists before (and between) activations, because a
+        call reserves its turn when it arrives, before the agent is loaded."""
+        mailbox = self._mailboxes.get(agent_id)
+        if mailbox is None:
+            mailbox = self._mailboxes[agent_id] = Mailbox()
+        return mailbox
+
+    def _forget_mailbox(self, agent_id: str) -> None:
+        mailbox = self._mailboxes.get(agent_id)
+        if mailbox is not None and mailbox.idle and agent_id not in self._agents:
+            del self._mailboxes[agent_id]

@@ -57,6 +57,8 @@ class Client:
         self._ready = trio.Event()
         self._specs: dict[str, EndpointSpec] = {}
         self._described: dict[str, Any] | None = None
+        #: Set when the one system/describe call in flight ends (``None``: none in flight).
+        self._describing: trio.Event | None = None
         self.welcome: Welcome | None = None
 
     # -- calls ------------------------------------------------------------------------------
@@ -91,7 +93,11 @@ class Client:
         deadline_ms = (deadline - now) * 1000 if deadline != math.inf else None
         task = trio.lowlevel.current_task()
         call_id, frame = self._protocol.start_call(
-            task, endpoint, dict(args or {}), deadline_ms=deadline_ms, supersede=supersede
+            task,
+            endpoint,
+            args if type(args) is dict else dict(args or {}),
+            deadline_ms=deadline_ms,
+            supersede=supersede,
         )
         try:
             self._pump.send_nowait(b"", frame)
@@ -101,7 +107,11 @@ class Client:
                 raise
             raise UnavailableError("client is closed") from None
 
+        aborted = False
+
         def abort(raise_cancel: Any) -> trio.lowlevel.Abort:
+            nonlocal aborted
+            aborted = True
             reason = (
                 CancelReason.DEADLINE if trio.current_time() >= deadline else CancelReason.CALLER
             )
@@ -113,7 +123,11 @@ class Client:
                     pass  # the connection is gone; so is the server's interest in the call
             return trio.lowlevel.Abort.SUCCEEDED
 
-        value = await trio.lowlevel.wait_task_rescheduled(abort)
+        try:
+            value = await trio.lowlevel.wait_task_rescheduled(abort)
+        finally:
+            if not aborted:
+                self._pump.expecting -= 1  # woken by _apply, which counted us
         # The result may have been handed over in the same batch the caller's scope was
         # cancelled: never give it to a cancelled caller.
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -151,13 +165,30 @@ class Client:
 
     async def spec(self, endpoint: str) -> EndpointSpec | None:
         """The declaration of ``endpoint``: learned, or fetched once through system/describe."""
-        if endpoint not in self._specs and self._described is None:
-            from wire._proxy import specs_from_describe
-
-            self._described = await self.call("system/describe")
-            for spec in specs_from_describe(self._described):
-                self._specs.setdefault(spec.name, spec)
+        while endpoint not in self._specs and self._described is None:
+            await self._describe()
         return self._specs.get(endpoint)
+
+    async def _describe(self) -> None:
+        """Fetch system/describe once for everybody: callers that need it while it is in
+        flight wait for that call instead of each sending their own (a thousand concurrent
+        first calls through a proxy would otherwise ask the server a thousand times). If the
+        call fails or its caller is cancelled, the next waiter asks again."""
+        pending = self._describing
+        if pending is not None:
+            await pending.wait()
+            return
+        from wire._proxy import specs_from_describe
+
+        done = self._describing = trio.Event()
+        try:
+            described = await self.call("system/describe")
+            for spec in specs_from_describe(described):
+                self._specs.setdefault(spec.name, spec)
+            self._described = described
+        finally:
+            self._describing = None
+            done.set()
 
     def statistics(self) -> ClientStatistics:
         return ClientStatistics(
@@ -177,8 +208,10 @@ class Client:
         for event in events:
             match event:
                 case Resolved(handle, value, None):
+                    self._pump.expecting += 1
                     trio.lowlevel.reschedule(handle, outcome.Value(value))
                 case Resolved(handle, _, WireError() as error):
+                    self._pump.expecting += 1
                     trio.lowlevel.reschedule(handle, outcome.Error(error))
                 case SendFrame(frame):
                     self._pump.send_nowait(b"", frame, force=True)
@@ -191,7 +224,8 @@ class Client:
     async def _timer(self) -> None:
         while True:
             await trio.sleep(_TICK)
-            self._apply(self._protocol.tick(trio.current_time()))
+            now = trio.current_time()
+            self._apply(self._protocol.tick(now, verified_at=self._pump.verified_empty_at(now)))
 
     async def _greet(self, connect_timeout: float) -> None:
         self._pump.send_nowait(b"", self._protocol.hello(trio.current_time()), force=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from wire._codec import decode, encode
+from wire._codec import decode, encode, encode_call
 from wire._errors import (
     ArgumentsInvalidError,
     CancelReason,
@@ -26,7 +26,7 @@ from wire._errors import (
     WireError,
     error_from_wire,
 )
-from wire._messages import Bye, Call, Cancel, Error, Hello, Ping, Pong, Result, Welcome
+from wire._messages import Bye, Cancel, Error, Hello, Ping, Pong, Result, Welcome
 
 __all__ = [
     "ClientEvent",
@@ -125,11 +125,8 @@ class ClientProtocol:
             raise UnavailableError("client is closed")
         call_id = self._next_id
         self._next_id += 1
-        call = Call(
-            id=call_id, endpoint=endpoint, args=args, deadline_ms=deadline_ms, supersede=supersede
-        )
         try:
-            frame = encode(call)
+            frame = encode_call(call_id, endpoint, args, deadline_ms, supersede)
         except LocalProtocolError as exc:
             raise ArgumentsInvalidError(str(exc)) from None
         if len(frame) > self.max_frame_bytes:
@@ -205,12 +202,13 @@ class ClientProtocol:
         self._pending.clear()
         return [*failed, Lost(error)]
 
-    def tick(self, now: float) -> list[ClientEvent]:
+    def tick(self, now: float, *, verified_at: float | None = None) -> list[ClientEvent]:
         """Advance timers: ping when due (and re-hello while lost); detect a silent server."""
         events: list[ClientEvent] = []
         if self.state is ClientState.CLOSED:
             return events
-        if self.state is ClientState.READY and now - self._last_heard > self.peer_timeout:
+        heard_up_to = now if verified_at is None else min(now, verified_at)
+        if self.state is ClientState.READY and heard_up_to - self._last_heard > self.peer_timeout:
             events.extend(
                 self.lose(
                     PeerLostError(

@@ -111,6 +111,10 @@ class CallContext(Protocol):
     def running(self) -> None:
         """Report that the call left its queue and began executing (for ``cancelled`` errors)."""
 
+    @property
+    def reservation(self) -> Any:
+        """What the endpoint's ``on_arrival`` returned for this call (``None`` without one)."""
+
 
 #: ``handler(context, args)``; ``args`` maps Python parameter names to validated values.
 Handler = Callable[[CallContext, dict[str, Any]], Awaitable[Any]]
@@ -122,10 +126,18 @@ class Endpoint:
     handler: Handler
     #: If true the handler calls ``context.running()`` itself (after its own admission).
     admits_itself: bool = False
-    _converters: tuple[tuple[Param, Callable[[Any, str], Any]], ...] = attrs.field(
+    #: Called synchronously with the bound arguments when the call arrives, in arrival order,
+    #: before its task starts (tasks start in no particular order); the result reaches the
+    #: handler as ``context.reservation``. The actor system reserves mailbox turns here.
+    on_arrival: Callable[[dict[str, Any]], Any] | None = None
+    #: Per parameter, compiled once: ``(wire name, Python name, converter, default)``.
+    _plan: tuple[tuple[str, str, Callable[[Any, str], Any], Any], ...] = attrs.field(
         init=False,
         default=attrs.Factory(
-            lambda self: tuple((p, converter_for(p.annotation)) for p in self.spec.params),
+            lambda self: tuple(
+                (p.wire_name, p.name, converter_for(p.annotation), p.default)
+                for p in self.spec.params
+            ),
             takes_self=True,
         ),
     )
@@ -138,22 +150,22 @@ class Endpoint:
         """
         bound: dict[str, Any] = {}
         seen = 0
-        for param, convert in self._converters:
-            if param.wire_name in wire_args:
+        for wire_name, name, convert, default in self._plan:
+            if wire_name in wire_args:
                 seen += 1
                 try:
-                    bound[param.name] = convert(wire_args[param.wire_name], param.wire_name)
+                    bound[name] = convert(wire_args[wire_name], wire_name)
                 except ShapeError as exc:
                     raise ArgumentsInvalidError(
                         f"{self.spec.name}: {exc}", details={"path": exc.path}
                     ) from None
-            elif param.required:
+            elif default is REQUIRED:
                 raise ArgumentsInvalidError(
-                    f"{self.spec.name}: missing argument {param.wire_name!r}",
-                    details={"path": param.wire_name},
+                    f"{self.spec.name}: missing argument {wire_name!r}",
+                    details={"path": wire_name},
                 )
             else:
-                bound[param.name] = param.default
+                bound[name] = default
         if seen != len(wire_args):
             known = {p.wire_name for p in self.spec.params}
             extra = sorted(str(k) for k in wire_args if k not in known)
@@ -169,6 +181,9 @@ class Registry:
 
     def __init__(self, endpoints: Iterable[Endpoint] = ()) -> None:
         self._endpoints: dict[str, Endpoint] = {}
+        #: The describe() result, built once (it resolves every record type's annotations)
+        #: and dropped when an endpoint is added.
+        self._description: dict[str, Any] | None = None
         for endpoint in endpoints:
             self.add(endpoint)
 
@@ -179,6 +194,7 @@ class Registry:
         if name.count("/") != 1 or not all(name.split("/")):
             raise ValueError(f"endpoint name {name!r} must be 'namespace/method'")
         self._endpoints[name] = endpoint
+        self._description = None
 
     def get(self, name: str) -> Endpoint | None:
         return self._endpoints.get(name)
@@ -187,7 +203,16 @@ class Registry:
         return iter(self._endpoints.values())
 
     def describe(self) -> dict[str, Any]:
-        """The ``system/describe`` result: endpoints and the record types they use."""
+        """The ``system/describe`` result: endpoints and the record types they use.
+
+        Built on the first call and kept until an endpoint is added; callers must not modify
+        it.
+        """
+        if self._description is None:
+            self._description = self._build_description()
+        return self._description
+
+    def _build_description(self) -> dict[str, Any]:
         records: list[type] = []
         for endpoint in self._endpoints.values():
             for annotation in (endpoint.spec.result, *(p.annotation for p in endpoint.spec.params)):

@@ -43,6 +43,8 @@ log = logging.getLogger("wire.server")
 #: Timer resolution for heartbeats and peer timeouts (seconds); the loss bound is
 #: ``peer_timeout + _TICK``.
 _TICK = 0.1
+#: Name of every handler task (a string: trio would otherwise format one per task).
+_HANDLER_TASK_NAME = "wire.server.call"
 
 
 @attrs.frozen(kw_only=True)
@@ -63,12 +65,15 @@ class ServerStatistics:
     backlog_frames: int
 
 
-@attrs.define(eq=False)
 class _Context:
     """The :class:`~wire._endpoints.CallContext` of one call."""
 
-    _server: Server
-    _record: CallRecord
+    __slots__ = ("_protocol", "_record", "reservation")
+
+    def __init__(self, protocol: ServerProtocol, record: CallRecord, reservation: Any) -> None:
+        self._protocol = protocol
+        self._record = record
+        self.reservation = reservation
 
     @property
     def peer(self) -> bytes:
@@ -79,7 +84,7 @@ class _Context:
         return self._record.call.id
 
     def running(self) -> None:
-        self._server._protocol.call_started(self._record)
+        self._protocol.call_started(self._record)
 
 
 class Server:
@@ -217,8 +222,13 @@ class Server:
                         self._pump.forget_peer(peer)
 
     def _send(self, peer: bytes, frame: bytes) -> None:
-        if self._pump is not None:
+        if self._pump is None:
+            return
+        try:
             self._pump.send_nowait(peer, frame, force=True)
+        except trio.ClosedResourceError:
+            # A handler outlived the shutdown grace period; its peer was told bye already.
+            log.info("dropped a frame for %s: the server socket is closed", peer.hex())
 
     def _start(self, record: CallRecord) -> None:
         self._calls_total += 1
@@ -235,28 +245,49 @@ class Server:
                 args = endpoint.bind(call.args)
             except WireError as exc:
                 failure = exc
+        reservation = None
+        if failure is None and endpoint is not None and endpoint.on_arrival is not None:
+            reservation = endpoint.on_arrival(args)
         if failure is not None or endpoint is None:
             assert failure is not None
             self._finish(record, _error_frame(call.id, failure))
             return
-        scope = trio.CancelScope()
-        if record.deadline is not None:
-            scope.deadline = record.deadline
+        # Created (and registered as the call's handle) before the task starts: a cancel in the
+        # same batch as the call finds it, and trio applies it when the task enters the scope.
+        scope = (
+            trio.CancelScope()
+            if record.deadline is None
+            else trio.CancelScope(deadline=record.deadline)
+        )
         record.handle = scope
         assert self._nursery is not None
         self._handler_tasks += 1
-        self._idle = trio.Event() if self._idle.is_set() else self._idle
-        self._nursery.start_soon(self._run_call, record, endpoint, args, scope)
+        if self._idle.is_set():
+            self._idle = trio.Event()
+        self._nursery.start_soon(
+            self._run_call, record, endpoint, args, scope, reservation, name=_HANDLER_TASK_NAME
+        )
+        if self._pump is not None:
+            # The handler will likely queue its reply in its first step: the pump waits a pass
+            # for it rather than sleeping and being woken.
+            self._pump.expecting += 1
 
     async def _run_call(
-        self, record: CallRecord, endpoint: Endpoint, args: dict[str, Any], scope: trio.CancelScope
+        self,
+        record: CallRecord,
+        endpoint: Endpoint,
+        args: dict[str, Any],
+        scope: trio.CancelScope,
+        reservation: Any,
     ) -> None:
+        if self._pump is not None:
+            self._pump.expecting -= 1
         outcome: Result | Error | Interrupted = Interrupted.CANCELLED
         try:
             with scope:
-                context = _Context(self, record)
                 if not endpoint.admits_itself:
-                    context.running()
+                    self._protocol.call_started(record)
+                context = _Context(self._protocol, record, reservation)
                 value = await endpoint.handler(context, args)
                 outcome = Result(id=record.call.id, value=value)
             if scope.cancelled_caught and (
@@ -285,7 +316,9 @@ class Server:
     async def _timer(self) -> None:
         while True:
             await trio.sleep(_TICK)
-            self._apply(self._protocol.tick(trio.current_time()))
+            now = trio.current_time()
+            verified = self._pump.verified_empty_at(now) if self._pump is not None else now
+            self._apply(self._protocol.tick(now, verified_at=verified))
 
 
 def _error_frame(call_id: int, error: WireError) -> Error:

@@ -167,7 +167,9 @@ class ServerProtocol:
         try:
             message = decode(frame, max_frame_bytes=self.limits.max_frame_bytes)
         except RemoteProtocolError as exc:
-            return [Send(peer, encode(exc.reply))] if exc.reply is not None else []
+            if exc.reply is None:
+                return []
+            return [Send(peer, encode(self._scoped_rejection(known, exc.reply)))]
         if known is None:
             return self._receive_from_stranger(peer, message, now)
         match message:
@@ -188,6 +190,19 @@ class ServerProtocol:
             case Bye():
                 return self._drop(known, "bye")
         return [Send(peer, encode(_unexpected(message)))]
+
+    def _scoped_rejection(self, peer: _Peer | None, reply: Error) -> Error:
+        """A bad frame that names a call still in flight must not end that call: its error
+        becomes connection-level (``id`` nil, ``details.id`` naming it), so the call keeps its
+        single terminal frame."""
+        if peer is None or reply.id is None or reply.id not in peer.calls:
+            return reply
+        return Error(
+            id=None,
+            code=reply.code,
+            message=reply.message,
+            details={**reply.details, "id": reply.id},
+        )
 
     def _receive_from_stranger(
         self, peer: bytes, message: Message, now: float
@@ -246,12 +261,13 @@ class ServerProtocol:
         record = CallRecord(peer=peer.identity, call=call, deadline=deadline)
         peer.calls[call.id] = record
         self._in_flight += 1
+        if call.supersede is None:
+            return [StartCall(record)]
         events: list[ServerEvent] = []
-        if call.supersede is not None:
-            older = peer.latest.get(call.supersede)
-            if older is not None:
-                events.extend(self._cancel(older, CancelReason.SUPERSEDED))
-            peer.latest[call.supersede] = record
+        older = peer.latest.get(call.supersede)
+        if older is not None:
+            events.extend(self._cancel(older, CancelReason.SUPERSEDED))
+        peer.latest[call.supersede] = record
         events.append(StartCall(record))
         return events
 
@@ -309,11 +325,12 @@ class ServerProtocol:
             )
         return frame
 
-    def tick(self, now: float) -> list[ServerEvent]:
+    def tick(self, now: float, *, verified_at: float | None = None) -> list[ServerEvent]:
         """Advance timers: ping peers that are due, drop peers silent past the timeout."""
         events: list[ServerEvent] = []
+        heard_up_to = now if verified_at is None else min(now, verified_at)
         for peer in list(self._peers.values()):
-            if now - peer.last_seen > self.limits.peer_timeout:
+            if heard_up_to - peer.last_seen > self.limits.peer_timeout:
                 events.extend(self._drop(peer, "heartbeat timeout"))
             elif now >= peer.next_ping:
                 peer.next_ping = now + self.limits.heartbeat

@@ -158,3 +158,40 @@ async def test_writes_are_exclusive_over_the_wire(nursery: trio.Nursery) -> None
                 await proxy.explode()
             assert await proxy.read("after") == "after"
     await server.aclose()
+
+
+async def test_pipelined_writes_apply_in_arrival_order(nursery: trio.Nursery) -> None:
+    """200 state-changing calls sent back to back to one agent are applied in the order they
+    were sent, although trio starts their handler tasks in no particular order."""
+    directory = InMemoryAgentDirectory()
+    directory.create("a")
+    system = ActorSystem(directory, [Journal()])
+    server = Server(system.registry)
+    [address] = await nursery.start(server.run, "tcp://127.0.0.1:0")
+
+    class Order(RemoteService, key="order"):
+        def __init__(self) -> None:
+            self.applied: list[int] = []
+
+        @Remote(mutates=True)
+        async def put(self, agent: Agent, n: int) -> None:
+            await trio.lowlevel.checkpoint()
+            self.applied.append(n)
+
+    order = Order()
+    system.add_service(order)
+    with trio.fail_after(20):
+        async with open_client(address) as client:
+            sent: list[int] = []
+
+            async def put(n: int) -> None:
+                sent.append(n)  # the call's frame is queued in this same step
+                await client.call("order/put", {"agentId": "a", "n": n})
+
+            async with trio.open_nursery() as calls:
+                for n in range(200):
+                    calls.start_soon(put, n)
+                    while len(sent) <= n:  # sent in this order
+                        await trio.lowlevel.checkpoint()
+    assert order.applied == list(range(200))
+    await server.aclose()

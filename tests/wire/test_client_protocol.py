@@ -150,3 +150,11 @@ def test_close_fails_calls_and_says_bye(pair: ProtocolPair) -> None:
     assert decode(events[-1].frame, max_frame_bytes=1 << 20) == Bye()
     with pytest.raises(UnavailableError):
         pair.client.start_call("h", "a/b", {})
+
+
+def test_silence_counts_only_up_to_the_last_verified_read(pair: ProtocolPair) -> None:
+    """If this process was too busy to read its socket, a long gap is not the server's
+    silence: loss is measured up to when the socket was last seen empty."""
+    pair.client.start_call("h", "a/b", {})
+    assert not any(isinstance(e, Lost) for e in pair.client.tick(10.0, verified_at=1.0))
+    assert any(isinstance(e, Lost) for e in pair.client.tick(10.0, verified_at=2.6))

@@ -297,3 +297,21 @@ class TestLiveness:
         assert frame is not None
         assert msgpack.unpackb(frame)["details"] == {"state": "running", "reason": "shutdown"}
         assert [s.peer for s in proto.goodbyes()] == [PEER]
+
+
+def test_bad_frame_naming_a_live_call_does_not_end_it(proto: ServerProtocol) -> None:
+    """A malformed frame that names an in-flight call gets a connection-level error naming
+    the id, so the call still has exactly one terminal frame to come."""
+    [start] = started(call(proto, 1))
+    bad_cancel = msgpack.packb({"type": "cancel", "id": 1, "reason": "bored"})
+    [reply] = sent(proto.receive(PEER, bad_cancel, now=0.0))
+    assert isinstance(reply, Error)
+    assert (reply.id, reply.code, reply.details) == (None, "bad-request", {"id": 1})
+    frame = proto.finish_call(start.record, Result(id=1, value="only terminal"))
+    assert frame is not None
+
+
+def test_peer_silence_counts_only_up_to_the_last_verified_read(proto: ServerProtocol) -> None:
+    """A server that could not read its socket does not drop peers for that gap."""
+    assert not any(isinstance(e, PeerDropped) for e in proto.tick(10.0, verified_at=1.0))
+    assert PeerDropped(PEER, "heartbeat timeout") in proto.tick(10.0, verified_at=2.6)
