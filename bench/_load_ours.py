@@ -1,0 +1,237 @@
+"""agent-actors' side of the load generator: trio tasks on one ``wire`` client per process.
+
+Three workloads:
+
+- ``closed``: ``job.concurrency`` tasks, each calling ``job.calls[0]`` (echo by default) again
+  as soon as its previous call returned: a closed loop keeping that many calls in flight. Task
+  ``t`` of process ``w`` calls agent ``agents[(w * concurrency + t) % K]``.
+- ``keystroke``: ``job.concurrency`` simulated typists. Each keystroke sends one call per name in
+  ``job.calls`` with a per-typist ``supersede`` key, so the new call cancels the previous one on
+  the server in the same message (latest wins, protocol §8). Each superseded call is classified
+  by its terminal frame: ``cancelled`` with ``state: queued`` (cancelled before its handler
+  ran), ``state: running`` (during), or a result (the handler had finished: after).
+- ``cancel-probe``: one at a time, start a 30 s ``diagnostics/sleep``, wait ``job.probe_settle``
+  s and until ``system/stats`` shows it running, cancel the caller's scope, and take the
+  server's ``time.monotonic()`` at the end of the handler (``diagnostics/endings``) minus ours
+  at the cancel: cancel-to-quiescence (series ``cancelToQuiescence``; a probe process can run
+  beside ``closed`` ones to measure under load).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from typing import Any
+
+import attrs
+import trio
+
+from bench._load_jobs import Go, Job, Samples, payload_of
+from bench._load_workloads import CALLS, CallContext, Typing
+from wire import CallCancelledError, Client, WireError, open_client
+
+__all__ = ["drive", "setup_server"]
+
+#: Seconds a process may take past its window to drain before it fails.
+_DRAIN = 30.0
+#: How long a cancelled probe may take to show up in ``diagnostics/endings``; a probe that never
+#: does was cancelled while still queued (its handler never ran) and yields no sample.
+_ENDING_WITHIN = 2.0
+
+
+def drive(job: Job, go: Go) -> Samples:
+    return trio.run(_drive, job, go)
+
+
+async def _drive(job: Job, go: Go) -> Samples:
+    if not job.agents:
+        raise ValueError("agent-actors workloads need at least one agent id")
+    async with open_client(job.address, name=f"bench.load/{job.worker}") as client:
+        payload = payload_of(job.payload_bytes)
+        for i in range(max(job.warmup_calls, len(job.agents))):
+            # Every agent gets activated here, before the window, not inside it.
+            args = {"agentId": job.agents[i % len(job.agents)], "payload": payload}
+            if await client.call("diagnostics/echo", args) != payload:
+                raise RuntimeError("diagnostics/echo returned something else than its payload")
+        samples = Samples(await trio.to_thread.run_sync(go), job.duration)
+        await trio.sleep(max(0.0, (samples.start_ns - time.monotonic_ns()) / 1e9))
+        with trio.fail_after(job.duration + _DRAIN):
+            if job.workload == "closed":
+                await _closed(client, job, samples, payload)
+            elif job.workload == "keystroke":
+                await _keystroke(client, job, samples)
+            elif job.workload == "cancel-probe":
+                await _probes(client, job, samples)
+            else:
+                raise ValueError(f"unknown workload {job.workload!r}")
+        samples.stop_clock()
+        return samples
+
+
+def _agent(job: Job, task: int) -> str:
+    return job.agents[(job.worker * job.concurrency + task) % len(job.agents)]
+
+
+async def _closed(client: Client, job: Job, samples: Samples, payload: bytes) -> None:
+    builder = CALLS[job.calls[0]]
+
+    async def caller(task: int) -> None:
+        ctx = CallContext(
+            agent_id=_agent(job, task),
+            agents=job.agents,
+            payload=payload,
+            handler_seconds=job.handler_seconds,
+            rng=random.Random(f"{job.seed}/{job.worker}/{task}"),
+        )
+        args = builder.build(ctx)
+        n = 0
+        while samples.open():
+            if builder.varies:
+                n += 1
+                args = builder.build(attrs.evolve(ctx, label=f"c{job.worker}-{task}-{n}"))
+            started = time.monotonic_ns()
+            try:
+                await client.call(builder.endpoint, args)
+            except WireError as exc:
+                samples.counters[f"error:{exc.code.value}"] += 1
+                await trio.sleep(0.001)  # an error loop must not spin
+                continue
+            samples.call_done(started, time.monotonic_ns())
+
+    async with trio.open_nursery() as nursery:
+        for task in range(job.concurrency):
+            nursery.start_soon(caller, task)
+
+
+@attrs.define
+class _Pending:
+    sent_ns: int
+    #: When a newer keystroke of the same typist sent its call (``None``: never superseded).
+    superseded_ns: int | None = None
+    ended: bool = False
+
+
+async def _keystroke(client: Client, job: Job, samples: Samples) -> None:
+    async def one_call(typist: int, name: str, pending: _Pending, args: dict[str, Any]) -> None:
+        try:
+            await client.call(CALLS[name].endpoint, args, supersede=f"{typist}:{name}")
+            outcome = "result"
+        except CallCancelledError as exc:
+            outcome = exc.state or "unknown"
+        except WireError as exc:
+            outcome = f"error:{exc.code.value}"
+        ended = time.monotonic_ns()
+        pending.ended = True
+        if pending.superseded_ns is None:
+            if outcome == "result":
+                samples.counters["completed"] += 1
+                samples.latencies.append(ended - pending.sent_ns)
+            else:
+                samples.counters[f"notSuperseded:{outcome}"] += 1
+            return
+        bucket = {"queued": "before", "running": "during", "result": "after"}.get(outcome, outcome)
+        samples.counters[f"superseded:{bucket}"] += 1
+        if bucket in ("before", "during"):
+            samples.add("supersedeToTerminal", ended - pending.superseded_ns)
+
+    async def typist(t: int, nursery: trio.Nursery) -> None:
+        rng = random.Random(f"{job.seed}/{job.worker}/{t}")
+        typing = Typing(rng)
+        agent = _agent(job, t)
+        latest: dict[str, _Pending] = {}
+        n = 0
+        while True:
+            await trio.sleep(rng.uniform(*job.key_interval))
+            now = time.monotonic_ns()
+            if not samples.open(now):
+                return
+            samples.counters["keystrokes"] += 1
+            query = typing.keystroke()
+            for name in job.calls:
+                n += 1
+                previous = latest.get(name)
+                if previous is not None and not previous.ended:
+                    previous.superseded_ns = now
+                ctx = CallContext(
+                    agent_id=agent,
+                    agents=job.agents,
+                    query=query,
+                    label=f"k{job.worker}-{t}-{n}",
+                    handler_seconds=job.handler_seconds,
+                    rng=rng,
+                )
+                latest[name] = pending = _Pending(sent_ns=time.monotonic_ns())
+                samples.counters["calls"] += 1
+                nursery.start_soon(one_call, t, name, pending, CALLS[name].build(ctx))
+
+    async with trio.open_nursery() as nursery:
+        for t in range(job.concurrency):
+            nursery.start_soon(typist, t, nursery)
+
+
+async def _probes(client: Client, job: Job, samples: Samples) -> None:
+    while samples.open():
+        latency = await cancel_to_quiescence(client, job.agents[0], job.probe_settle)
+        if latency is None:
+            samples.counters["cancelledWhileQueued"] += 1
+        else:
+            samples.add("cancelToQuiescence", latency)
+        await trio.sleep(0.005)
+
+
+async def cancel_to_quiescence(client: Client, agent_id: str, settle: float) -> int | None:
+    """Nanoseconds from cancelling a running sleep to its handler having ended on the server.
+
+    Returns ``None`` when the handler never ran (the cancel found the call still queued).
+    """
+    label = f"probe-{uuid.uuid4().hex}"
+    scope = trio.CancelScope()
+
+    async def sleeper() -> None:
+        with scope:
+            args = {"agentId": agent_id, "seconds": 30.0, "label": label}
+            await client.call("diagnostics/sleep", args)
+            raise RuntimeError("diagnostics/sleep returned although it was cancelled")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(sleeper)
+        await trio.sleep(settle)
+        # As bench.echo does: cancel right after the server confirms a running handler, so the
+        # sample is the cancel path itself and not two processes waking from idle as well.
+        with trio.move_on_after(_ENDING_WITHIN):
+            while True:
+                stats = await client.call("system/stats")
+                if stats["calls"].get("running", 0) >= 2:  # the stats call counts itself
+                    break
+                await trio.sleep(0.002)
+        cancelled_at = time.monotonic()
+        scope.cancel()
+    # Wait before asking so our own polling does not compete with the handler being timed.
+    await trio.sleep(0.003)
+    with trio.move_on_after(_ENDING_WITHIN):
+        while True:
+            endings = await client.call("diagnostics/endings")
+            ending = next((e for e in reversed(endings) if e["call"] == label), None)
+            if ending is not None:
+                if ending["outcome"] != "cancelled":
+                    raise RuntimeError(f"the cancelled sleep ended {ending['outcome']!r}")
+                return max(0, round((float(ending["endedAt"]) - cancelled_at) * 1e9))
+            await trio.sleep(0.005)
+    return None
+
+
+async def setup_server(
+    address: str, agents: int, cwd: str | None = None
+) -> tuple[list[str], list[str]]:
+    """Create ``agents`` agents working in ``cwd``; return their ids and every endpoint the
+    server serves."""
+    async with open_client(address, name="bench.load/setup") as client:
+        with trio.fail_after(60):
+            described = await client.call("system/describe")
+            ids = []
+            for i in range(agents):
+                args = {"title": f"load agent {i}", "cwd": cwd}
+                info = await client.call("agents/create", args)
+                ids.append(info["agentId"])
+    return ids, [e["name"] for e in described["endpoints"]]

@@ -1,0 +1,436 @@
+"""The load benchmark's report: ratios, targets with margins, the text tables and the plots.
+
+Everything here works on the JSON report (see ``docs/benchmarks.md``), so it can be tested on
+synthetic numbers and re-rendered from a saved report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench._common import format_count, format_ratio, format_table
+
+__all__ = [
+    "PAYLOADS",
+    "echo_ratios",
+    "evaluate_targets",
+    "plot_report",
+    "render_tables",
+]
+
+#: Echo payloads: report key and size.
+PAYLOADS = {"64B": 64, "64KiB": 65536}
+#: Issue 6, item 4: "at least 5 x zerorpc and gRPC aio, at least 1 x RPyC, at least 0.4 x raw
+#: pyzmq+msgpack" (echo 64 B over tcp loopback at 128 in flight).
+RATIO_TARGETS = (("zerorpc", 5.0), ("grpc", 5.0), ("rpyc", 1.0), ("raw", 0.4))
+_TRANSPORTS = {"tcp": "tcp loopback (127.0.0.1)", "ipc": "ipc (a local socket file)"}
+#: "cancel p99 at most 1 ms".
+CANCEL_P99_LIMIT_MS = 1.0
+
+
+def _phase_at(phases: Sequence[Mapping[str, Any]], in_flight: int) -> Mapping[str, Any] | None:
+    return next((p for p in phases if p["inFlight"] == in_flight), None)
+
+
+def echo_ratios(echo: Mapping[str, Any]) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Per payload, per peer, per in-flight level: ours' calls/s over the peer's."""
+    ratios: dict[str, dict[str, dict[str, float | None]]] = {}
+    for payload, data in echo.items():
+        stacks = data["stacks"]
+        ours = stacks.get("ours", [])
+        ratios[payload] = {}
+        for peer, phases in stacks.items():
+            if peer == "ours":
+                continue
+            row: dict[str, float | None] = {}
+            for phase in phases:
+                mine = _phase_at(ours, phase["inFlight"])
+                theirs = phase["callsPerSecond"]
+                value = mine["callsPerSecond"] / theirs if mine and theirs else None
+                row[str(phase["inFlight"])] = None if value is None else round(value, 4)
+            ratios[payload][peer] = row
+    return ratios
+
+
+def _target(
+    name: str, value: float | None, limit: float, comparison: str, unit: str, note: str
+) -> dict[str, Any]:
+    if value is None:
+        status, margin = "N/A", None
+    else:
+        passed = value >= limit if comparison == ">=" else value <= limit
+        status = "PASS" if passed else "MISS"
+        # The same scale both ways: -75 % means the value must get 4 x better to pass.
+        if comparison == ">=":
+            margin = value / limit - 1
+        else:
+            margin = limit / value - 1 if value > 0 else float("inf")
+    return {
+        "name": name,
+        "value": value,
+        "limit": limit,
+        "comparison": comparison,
+        "unit": unit,
+        "status": status,
+        "passed": status == "PASS",
+        #: Positive: headroom past the limit; negative: how far short (``-0.75``: the value
+        #: must improve 4 x). ``value / limit - 1`` for ``>=``, ``limit / value - 1`` for ``<=``.
+        "margin": None if margin is None else round(margin, 4),
+        "note": note,
+    }
+
+
+def evaluate_targets(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Issue 6's targets on the report's echo 64 B phases and idle cancel probes."""
+    config = report["config"]
+    level = config["targetInFlight"]
+    note = ""
+    if config["transport"] != "tcp":
+        note = "targets are defined over tcp loopback; this run used " + config["transport"]
+    ratios = report["ratios"].get("64B", {})
+    labels = {name: stack["label"] for name, stack in report["stacks"].items()}
+    targets = []
+    for peer, limit in RATIO_TARGETS:
+        value = None if note else ratios.get(peer, {}).get(str(level))
+        why = note or ("" if value is not None else f"not measured at {level} in flight")
+        name = f"echo 64 B, {level} in flight: ours >= {limit:g} x {labels.get(peer, peer)}"
+        targets.append(_target(name, value, limit, ">=", "x", why))
+    idle = report.get("cancel", {}).get("idle") or {}
+    p99 = (idle.get("latency") or {}).get("p99Us")
+    targets.append(
+        _target(
+            "cancel-to-quiescence p99 (idle) <= 1 ms",
+            None if p99 is None else p99 / 1000,
+            CANCEL_P99_LIMIT_MS,
+            "<=",
+            " ms",
+            "" if p99 is not None else "no cancel samples",
+        )
+    )
+    return targets
+
+
+def _margin_text(target: Mapping[str, Any]) -> str:
+    margin = target["margin"]
+    if margin is None:
+        return str(target["note"])
+    text = f"{margin * 100:+.0f} %"
+    if target["status"] == "MISS":
+        text += f" (needs {1 / (1 + margin):.1f}x)" if margin > -1 else " (nothing measured)"
+    return text
+
+
+def _target_rows(targets: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    rows = [["target", "measured", "limit", "", "margin"]]
+    for t in targets:
+        measured = "n/a" if t["value"] is None else f"{t['value']:.3g}{t['unit']}"
+        limit = f"{t['comparison']} {t['limit']:g}{t['unit']}"
+        rows.append([t["name"], measured, limit, t["status"], _margin_text(t)])
+    return rows
+
+
+def _us(value: float | None) -> str:
+    return "n/a" if value is None else format_count(value)
+
+
+def _echo_tables(report: Mapping[str, Any], payload: str) -> str:
+    data = report["echo"].get(payload)
+    if not data or not data["stacks"]:
+        return ""
+    stacks, levels = data["stacks"], data["inFlight"]
+    level = report["config"]["targetInFlight"]
+    if level not in levels:
+        level = max(levels)
+    labels = {name: s["label"] for name, s in report["stacks"].items()}
+    ratios = report["ratios"].get(payload, {})
+    head = ["calls/s by calls in flight", *(str(n) for n in levels), f"ours/peer @{level}"]
+    rows = [head]
+    for name in report["stacks"]:
+        status = report["stacks"][name]
+        if name not in stacks and status["status"] != "measured":
+            rows.append([labels[name], f"{status['status']}: {status.get('reason', '')}"[:60]])
+            continue
+        phases = stacks.get(name, [])
+        cells = []
+        for n in levels:
+            phase = _phase_at(phases, n)
+            cells.append(format_count(phase["callsPerSecond"]) if phase else "n/a")
+        mark = "" if name == "ours" else format_ratio(ratios.get(name, {}).get(str(level)))
+        rows.append([labels[name], *cells, mark])
+    detail = [
+        [
+            f"@{level} in flight",
+            "p50 us",
+            "p90 us",
+            "p99 us",
+            "p99.9 us",
+            "errors",
+            "server CPU s",
+            "server us/call",
+            "server peak RSS MiB",
+            "client CPU s",
+            "other CPU s",
+        ]
+    ]
+    for name, phases in stacks.items():
+        phase = _phase_at(phases, level)
+        if phase is None:
+            continue
+        lat, server = phase["latency"], phase["server"]
+        errors = sum(v for k, v in phase["counters"].items() if k.startswith("error"))
+        detail.append(
+            [
+                labels[name],
+                _us(lat["p50Us"]),
+                _us(lat["p90Us"]),
+                _us(lat["p99Us"]),
+                _us(lat["p999Us"]),
+                str(errors),
+                f"{server.get('cpuSeconds', 0):.2f}",
+                _us(server.get("cpuUsPerCall")),
+                _us(server.get("peakRssMiB")),
+                f"{phase['clientCpuSeconds']:.2f}",
+                f"{phase.get('otherCpuSeconds', 0.0):.2f}",
+            ]
+        )
+    title = f"echo, {PAYLOADS[payload]:,} B payload"
+    return f"{title}\n{format_table(rows)}\n\n{format_table(detail)}"
+
+
+def _keystroke_table(report: Mapping[str, Any], key: str = "keystroke") -> str:
+    ks = report.get(key) or {}
+    if "skipped" in ks:
+        return f"keystroke completion ({key}): skipped: {ks['skipped']}"
+    if not ks:
+        return ""
+    c = ks["counters"]
+    superseded = sum(v for k, v in c.items() if k.startswith("superseded:"))
+    rows = [
+        ["keystrokes", "calls", "completed", "superseded", "before", "during", "after", "other"],
+        [
+            str(c.get("keystrokes", 0)),
+            str(c.get("calls", 0)),
+            str(c.get("completed", 0)),
+            str(superseded),
+            str(c.get("superseded:before", 0)),
+            str(c.get("superseded:during", 0)),
+            str(c.get("superseded:after", 0)),
+            str(sum(v for k, v in c.items() if k.startswith("notSuperseded"))),
+        ],
+    ]
+    lat = ks["latency"]
+    s2t = ks["series"].get("supersedeToTerminal", {})
+    lines = [
+        f"keystroke completion ({', '.join(ks['completionCalls'])}): {ks['typists']} typists, "
+        f"{ks['seconds']:g} s",
+        format_table(rows),
+        f"key-to-result of completed calls: p50 {_us(lat['p50Us'])} us, p99 {_us(lat['p99Us'])}"
+        f" us; supersede-to-terminal frame: p50 {_us(s2t.get('p50Us'))} us, "
+        f"p99 {_us(s2t.get('p99Us'))} us",
+    ]
+    return "\n".join(lines)
+
+
+def _prepare_table(report: Mapping[str, Any]) -> str:
+    prepare = report.get("prepare") or {}
+    if "skipped" in prepare or not prepare:
+        return f"prepare: skipped: {prepare['skipped']}" if prepare else ""
+    lat, server = prepare["latency"], prepare["server"]
+    errors = sum(v for k, v in prepare["counters"].items() if k.startswith("error"))
+    rows = [
+        ["prepare, 1-3 references", "calls/s", "p50 us", "p99 us", "errors", "server us/call"],
+        [
+            f"{prepare['inFlight']} in flight",
+            format_count(prepare["callsPerSecond"]),
+            _us(lat["p50Us"]),
+            _us(lat["p99Us"]),
+            str(errors),
+            _us(server.get("cpuUsPerCall")),
+        ],
+    ]
+    return format_table(rows)
+
+
+def _cancel_table(report: Mapping[str, Any]) -> str:
+    cancel = report.get("cancel") or {}
+    rows = [["cancel-to-quiescence", "samples", "p50 us", "p90 us", "p99 us", "p99.9 us", "max us"]]
+    for key, label in (("idle", "idle server"), ("underLoad", "under echo load")):
+        phase = cancel.get(key)
+        if not phase:
+            continue
+        lat = phase["latency"]
+        rows.append(
+            [
+                f"{label}{phase.get('loadNote', '')}",
+                str(lat["count"]),
+                *(_us(lat[k]) for k in ("p50Us", "p90Us", "p99Us", "p999Us", "maxUs")),
+            ]
+        )
+    return format_table(rows) if len(rows) > 1 else ""
+
+
+def _profile_tables(report: Mapping[str, Any]) -> str:
+    labels = {name: s["label"] for name, s in report["stacks"].items()}
+    parts = []
+    for stack, profile in (report.get("profiles") or {}).items():
+        title = f"where {labels.get(stack, stack)}'s server spends its time (py-spy, echo 64 B"
+        title += f" at {profile['inFlight']} in flight"
+        if profile.get("callsPerSecond") is not None:
+            title += f", {format_count(profile['callsPerSecond'])} calls/s while sampled"
+        title += ")"
+        if "error" in profile:
+            parts.append(f"{title}: {profile['error']}")
+            continue
+        rows = [["function (self time)", "%"]]
+        rows += [[name, f"{pct:.1f}"] for name, pct in profile["selfPercent"]]
+        parts.append(f"{title}, {profile['samples']} samples:\n{format_table(rows)}")
+    return "\n\n".join(parts)
+
+
+def _disturbed_phases(report: Mapping[str, Any], cpus: float = 0.2) -> list[str]:
+    """Echo phases during which other programs used more than ``cpus`` CPUs on average (the
+    run's ``disturbed_cpus`` setting where the report has one)."""
+    labels = {name: s["label"] for name, s in report["stacks"].items()}
+    cpus = report["config"].get("settings", {}).get("disturbed_cpus", cpus)
+    found = []
+    for payload, data in report["echo"].items():
+        for name, phases in data["stacks"].items():
+            for phase in phases:
+                if phase.get("otherCpuSeconds", 0.0) > cpus * phase["seconds"]:
+                    found.append(f"{labels.get(name, name)} {payload} @{phase['inFlight']}")
+    return found
+
+
+def render_tables(report: Mapping[str, Any]) -> str:
+    """The whole report as text: setup, echo tables, keystroke, cancel, targets."""
+    config, machine = report["config"], report["machine"]
+    header = (
+        f"load benchmark over {_TRANSPORTS.get(config['transport'], config['transport'])}: "
+        f"{config['processes']} client "
+        f"processes, {config['agents']} agents, {config['durationSeconds']:g} s per phase"
+        f"{' (quick)' if config['quick'] else ''}\n"
+        f"{machine['cpuCount']} CPUs ({machine['cpuModel']}), Python {machine['python']}, "
+        f"pyzmq {machine['pyzmq']}, libzmq {machine['libzmq']}"
+    )
+    parts = [header]
+    busy = _disturbed_phases(report)
+    if busy:
+        parts.append(
+            f"warning: other programs used more than 0.2 CPUs during {len(busy)} phases "
+            f"({', '.join(busy[:6])}{', ...' if len(busy) > 6 else ''}); those figures are skewed"
+        )
+    for payload in PAYLOADS:
+        parts.append(_echo_tables(report, payload))
+    parts.append(_keystroke_table(report))
+    parts.append(_keystroke_table(report, "keystrokeReferences"))
+    parts.append(_prepare_table(report))
+    parts.append(_cancel_table(report))
+    parts.append(_profile_tables(report))
+    parts.append(format_table(_target_rows(report["targets"])))
+    return "\n\n".join(p for p in parts if p)
+
+
+def plot_report(report: Mapping[str, Any], directory: Path, stem: str = "load") -> list[Path]:
+    """One PNG per echo payload (throughput vs in flight; CDFs at the target level) and one of
+    cancel latencies; returns the paths written."""
+    labels = {name: s["label"] for name, s in report["stacks"].items()}
+    config = report["config"]
+    paths = []
+    for payload in PAYLOADS:
+        data = report["echo"].get(payload)
+        if not data or not data["stacks"]:
+            continue
+        at = config["targetInFlight"]
+        at = at if at in data["inFlight"] else max(data["inFlight"])
+        stacks = data["stacks"]
+        cdfs = {}
+        for name, phases in stacks.items():
+            phase = _phase_at(phases, at)
+            if phase:
+                cdfs[labels[name]] = phase["latency"]["cdf"]
+        path = directory / f"{stem}-echo-{payload.lower()}.png"
+        _plot(
+            path,
+            f"echo, {PAYLOADS[payload]:,} B payload, {config['transport']} loopback, "
+            f"{config['processes']} client processes",
+            throughput={
+                labels[name]: {p["inFlight"]: p["callsPerSecond"] for p in phases}
+                for name, phases in stacks.items()
+                if phases
+            },
+            cdfs=cdfs,
+            cdf_title=f"latency CDF at {at} in flight",
+        )
+        paths.append(path)
+    cdfs = {}
+    cancel = report.get("cancel") or {}
+    for key, label in (("idle", "cancel, idle"), ("underLoad", "cancel, under echo load")):
+        if cancel.get(key) and cancel[key]["latency"]["count"]:
+            cdfs[label] = cancel[key]["latency"]["cdf"]
+    for key, label in (("keystroke", "stand-in"), ("keystrokeReferences", "references")):
+        series = (report.get(key) or {}).get("series", {}).get("supersedeToTerminal")
+        if series and series["count"]:
+            cdfs[f"keystroke ({label}): supersede to terminal frame"] = series["cdf"]
+    if cdfs:
+        path = directory / f"{stem}-cancel.png"
+        _plot(path, "cancellation latency", cdfs=cdfs, limits={"1 ms target": 1000.0})
+        paths.append(path)
+    return paths
+
+
+def _tick(microseconds: float) -> str:
+    return f"{microseconds / 1000:g}k" if microseconds >= 1000 else f"{microseconds:g}"
+
+
+def _plot(
+    path: Path,
+    title: str,
+    *,
+    cdfs: Mapping[str, Sequence[Sequence[float | None]]],
+    throughput: Mapping[str, Mapping[int, float]] | None = None,
+    cdf_title: str = "",
+    limits: Mapping[str, float] | None = None,
+) -> None:
+    """Latency CDFs (log microseconds), beside calls/s against calls in flight if given."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    figure = Figure(figsize=(12 if throughput else 7, 4.5), layout="constrained")
+    FigureCanvasAgg(figure)
+    if throughput:
+        left, right = figure.subplots(1, 2)
+        for label, points in throughput.items():
+            levels = sorted(points)
+            left.plot(levels, [points[n] for n in levels], marker="o", label=label)
+        every = sorted({n for points in throughput.values() for n in points})
+        left.set_xscale("log", base=2)
+        left.set_xticks(every, [str(n) for n in every])
+        left.set_ylim(bottom=0)
+        left.set_xlabel("calls in flight (total over all client processes)")
+        left.set_ylabel("calls/s")
+        left.set_title("throughput")
+        left.grid(True, alpha=0.3)
+        left.legend(fontsize="small")
+    else:
+        right = figure.subplots()
+    for label, cdf in cdfs.items():
+        pairs = [(float(us), float(p) / 100) for p, us in cdf if us is not None and p is not None]
+        if pairs:
+            right.step([u for u, _ in pairs], [f for _, f in pairs], where="post", label=label)
+    for label, x in (limits or {}).items():
+        right.axvline(x, linestyle="--", color="grey", linewidth=1, label=label)
+    right.set_xscale("log")
+    right.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    right.xaxis.set_major_formatter(FuncFormatter(lambda value, _: _tick(value)))
+    right.set_ylim(0, 1.0)
+    right.set_xlabel("latency (µs)")
+    right.set_ylabel("fraction of samples")
+    right.set_title(cdf_title)
+    right.grid(True, which="both", alpha=0.3)
+    right.legend(loc="lower right", fontsize="small")
+    figure.suptitle(title)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=80)
