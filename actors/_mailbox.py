@@ -34,6 +34,17 @@ class _Waiter:
     admitted: trio.Event = attrs.Factory(trio.Event)
 
 
+def _granted(mutates: bool) -> _Waiter:
+    waiter = _Waiter(mutates)
+    waiter.admitted.set()
+    return waiter
+
+
+#: The reservation handed out when a turn is granted on arrival, the usual case: nothing waits
+#: on it, so one shared, already-set waiter per kind saves an object and an Event per call.
+_GRANTED = {False: _granted(False), True: _granted(True)}
+
+
 class Mailbox:
     """FIFO reader/writer admission for one actor.
 
@@ -53,12 +64,11 @@ class Mailbox:
         state-changing calls run in arrival order: trio starts a batch of new tasks in no
         particular order.
         """
-        waiter = _Waiter(mutates)
         if not self._queue and self._can_enter(mutates):
             self._take(mutates)
-            waiter.admitted.set()
-        else:
-            self._queue.append(waiter)
+            return _GRANTED[mutates]
+        waiter = _Waiter(mutates)
+        self._queue.append(waiter)
         return waiter
 
     async def wait(self, waiter: _Waiter) -> None:

@@ -198,17 +198,23 @@ class SocketPump:
             while True:
                 if self._outgoing or self._backlog:
                     self._flush()
-                received = self._drain() if self._stale else 0
-                if received or self._outgoing or self._stale:
+                if self._stale:
+                    self._drain()
+                if self._outgoing or self._stale:
+                    # Frames queued while draining, or a drain that stopped before EVENTS
+                    # showed it empty: go round again after letting other tasks run.
                     idle_yields = 0
                     await trio.lowlevel.checkpoint()
                     continue
                 if self.expecting > 0 and idle_yields < _MAX_IDLE_YIELDS:
-                    # Tasks we just started will queue their replies in this very batch: a
-                    # pass is cheaper than sleeping and being woken by them.
+                    # Tasks we just started or woke will likely queue frames in the next batch:
+                    # a pass is cheaper than sleeping and being woken by them.
                     idle_yields += 1
                     await trio.lowlevel.checkpoint()
                     continue
+                # Nothing to send and EVENTS (read after the last socket operation) showed
+                # nothing to receive: sleep. Waiting is itself a schedule point, so a handler
+                # woken by what we just received (a cancelled one, say) runs without us.
                 idle_yields = 0
                 await self._sleep(fd)
         finally:
