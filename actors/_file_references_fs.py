@@ -21,6 +21,7 @@ __all__ = [
     "Identity",
     "ListedEntry",
     "close_directory",
+    "device_of",
     "open_beneath",
     "open_root",
     "open_subdirectory",
@@ -129,13 +130,25 @@ def _is_link_like(info: os.stat_result) -> bool:
     )
 
 
-def open_subdirectory(path: str, identity: Identity | None) -> DirectoryHandle | None:
+def open_subdirectory(
+    root: str, relative: str, identity: Identity | None
+) -> DirectoryHandle | None:
     """Open an indexed subdirectory for reading, only if it is still the directory we listed.
 
     The index queues paths, not descriptors (a breadth-first queue may hold thousands); so the
     final component is opened with ``O_NOFOLLOW`` and the directory's ``(dev, inode)`` must equal
-    what its parent's listing recorded, which defeats a parent swapped for a link meanwhile.
+    what its parent's listing recorded (the parent's device and the entry's ``d_ino``, which costs
+    no system call), which defeats a parent swapped for a link meanwhile. A mismatch is either
+    such a race or a mount point (whose ``d_ino`` is the covered directory's): then the path is
+    opened again one component at a time without following links (:func:`open_beneath`), which
+    accepts a mount point and refuses a link.
+
+    Args:
+        root: the absolute root.
+        relative: the directory's root-relative, ``/``-separated path.
+        identity: ``(dev, ino)`` recorded when the parent was listed, or ``None``.
     """
+    path = os.path.join(root, relative.replace("/", os.sep))
     if not USE_DESCRIPTORS:
         try:
             info = os.lstat(path)
@@ -144,7 +157,7 @@ def open_subdirectory(path: str, identity: Identity | None) -> DirectoryHandle |
         if not stat.S_ISDIR(info.st_mode) or _is_link_like(info):
             return None
         if identity is not None and (info.st_dev, info.st_ino) != identity:
-            return None
+            return _open_beneath_by_path(root, tuple(relative.split("/")))
         return path
     try:
         handle = os.open(path, _READ_FLAGS | _O_NOFOLLOW)
@@ -157,23 +170,44 @@ def open_subdirectory(path: str, identity: Identity | None) -> DirectoryHandle |
         return None
     if identity is not None and (info.st_dev, info.st_ino) != identity:
         os.close(handle)
-        return None
+        return open_beneath(root, tuple(relative.split("/")))
     return handle
 
 
-def read_entries(handle: DirectoryHandle, *, identities: bool = False) -> list[ListedEntry]:
+def device_of(handle: DirectoryHandle) -> int | None:
+    """The device of an open directory (the first half of its children's identities)."""
+    try:
+        if isinstance(handle, int):
+            return os.fstat(handle).st_dev
+        return os.lstat(handle).st_dev
+    except _ERRORS:
+        return None
+
+
+def read_entries(
+    handle: DirectoryHandle, *, identities: bool = False, device: int | None = None
+) -> list[ListedEntry]:
     """List real directories and regular files of an open directory, in no particular order.
 
     "anything else — symbolic links to files or directories, broken links, sockets, FIFOs,
     devices, junctions — is ignored" (spec §4.2). Names that are not valid UTF-8 are skipped too:
-    they cannot be typed in a query nor sent on the wire (spec §9.10).
+    they cannot be typed in a query nor sent on the wire (spec §9.10). The types come from the
+    directory entries themselves (``d_type``), so no entry costs a ``stat`` on POSIX.
 
     Args:
         handle: from :func:`open_root`, :func:`open_beneath` or :func:`open_subdirectory`; left
             open (the entries' type checks use it until this returns).
-        identities: also record each directory's ``(dev, inode)`` (one extra ``lstat`` each).
+        identities: also record each directory's ``(dev, inode)``: the listed directory's device
+            and the entry's ``d_ino``.
+        device: the listed directory's device when the caller knows it (saves an ``fstat``).
     """
     listed: list[ListedEntry] = []
+    if identities and device is None:
+        device = device_of(handle)
+    elif not identities:
+        device = None
+    windows = os.name == "nt"
+    append = listed.append
     try:
         with os.scandir(handle) as iterator:
             for entry in iterator:
@@ -182,15 +216,14 @@ def read_entries(handle: DirectoryHandle, *, identities: bool = False) -> list[L
                     continue
                 try:
                     if entry.is_dir(follow_symlinks=False):
-                        if os.name == "nt" and _is_link_like(entry.stat(follow_symlinks=False)):
+                        if windows and _is_link_like(entry.stat(follow_symlinks=False)):
                             continue  # a junction: "reported as links and therefore skipped"
-                        identity: Identity | None = None
-                        if identities:
-                            info = entry.stat(follow_symlinks=False)
-                            identity = (info.st_dev, info.st_ino)
-                        listed.append((name, True, identity))
+                        if device is None:
+                            append((name, True, None))
+                        else:
+                            append((name, True, (device, entry.inode())))
                     elif entry.is_file(follow_symlinks=False):
-                        listed.append((name, False, None))
+                        append((name, False, None))
                 except OSError:
                     continue  # vanished or unreadable entry: it contributes nothing
     except _ERRORS:

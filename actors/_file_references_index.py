@@ -15,22 +15,16 @@ import attrs
 from actors._file_references_config import FileReferencesConfig
 from actors._file_references_fs import (
     Identity,
+    ListedEntry,
     close_directory,
     open_root,
     open_subdirectory,
     read_entries,
 )
 from actors._file_references_ignore import IgnoreRules, ancestor_rules, is_ignored, with_directory
+from actors._file_references_pool import Ranked, RankPool
 from actors._file_references_query import FileCandidate, absolute_root
-from actors._file_references_rank import (
-    Row,
-    candidates,
-    make_row,
-    prepare_needle,
-    rank,
-    sort_names,
-    sort_rows,
-)
+from actors._file_references_rank import all_bmp, prepare_needle, utf16_units
 
 __all__ = ["FileIndex", "FileIndexStatistics", "ScanAbortedError", "build_index"]
 
@@ -56,68 +50,132 @@ class FileIndexStatistics:
 
 @attrs.define(eq=False)
 class FileIndex:
-    """An agent's recursive index, ready for ranking at keystroke rate."""
+    """An agent's recursive index, ready for ranking at keystroke rate.
+
+    Hidden entries ("any segment of the path starts with ``.``") live in their own pool: a
+    query that does not start with ``.`` ranks the visible pool alone; one that does ranks both
+    and merges the two top lists by upstream's full sort key (the best ``maxResults`` of the
+    union are among the best ``maxResults`` of each part).
+    """
 
     root: str
     """The absolute root the walk started from."""
-    rows: list[Row]
-    """Everything indexed, in walk (breadth-first) order."""
+    visible: RankPool
+    """Entries without a segment starting with ``.``."""
+    hidden: RankPool
+    """Entries with one (shown only to queries that start with ``.``)."""
     truncated: bool
     """See :attr:`FileIndexStatistics.truncated`."""
     entry_cap: int | None
     """See :attr:`FileIndexStatistics.entry_cap`."""
-    _everything: list[Row] = attrs.field(init=False)
-    _visible: list[Row] = attrs.field(init=False)
-    _last: tuple[str, bool, list[Row]] | None = attrs.field(init=False, default=None)
 
-    def __attrs_post_init__(self) -> None:
-        # Pools in tie-break order, so ranking never sorts more than a score bucket's head.
-        self._everything = list(self.rows)
-        sort_rows(self._everything)
-        self._visible = [row for row in self._everything if not _is_hidden(row[3])]
+    @classmethod
+    def from_entries(
+        cls, root: str, entries: list[tuple[str, bool]], *, truncated: bool = False
+    ) -> FileIndex:
+        """An index of given ``(path, is_directory)`` entries (tests and tools)."""
+        directories = [path for path, is_directory in entries if is_directory]
+        files = [path for path, is_directory in entries if not is_directory]
+        shown_directories, hidden_directories = _split_hidden(directories)
+        shown_files, hidden_files = _split_hidden(files)
+        return cls(
+            root=root,
+            visible=RankPool(shown_directories, shown_files),
+            hidden=RankPool(hidden_directories, hidden_files),
+            truncated=truncated,
+            entry_cap=None,
+        )
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.visible) + len(self.hidden)
+
+    def entries(self) -> list[tuple[str, bool]]:
+        """Every ``(path, is_directory)``, in upstream's walk order (breadth-first, each
+        directory's entries in code-unit name order), reconstructed from the kept entries.
+
+        The kept entries are a prefix of that order, so this is the order the walk kept them in.
+        """
+        children: dict[str, list[tuple[str, bool]]] = {}
+        for pool in (self.visible, self.hidden):
+            for path, is_directory in pool.entries():
+                parent, _, name = path.rpartition("/")
+                children.setdefault(parent, []).append((name, is_directory))
+        bmp = all_bmp(name for listed in children.values() for name, _ in listed)
+        ordered: list[tuple[str, bool]] = []
+        queue = deque([""])
+        while queue:
+            parent = queue.popleft()
+            listed = children.get(parent, [])
+            listed.sort(key=_name if bmp else _name_units)
+            for name, is_directory in listed:
+                path = f"{parent}/{name}" if parent else name
+                ordered.append((path, is_directory))
+                if is_directory:
+                    queue.append(path)
+        return ordered
 
     def statistics(self) -> FileIndexStatistics:
         """Return a snapshot of the index's size and whether the cap cut it off."""
         return FileIndexStatistics(
-            entries=len(self.rows),
-            directories=sum(1 for row in self.rows if row[2]),
+            entries=len(self),
+            directories=self.visible.directories + self.hidden.directories,
             truncated=self.truncated,
             entry_cap=self.entry_cap,
         )
 
-    def search(self, needle: str, limit: int) -> list[FileCandidate]:
+    def search(
+        self, needle: str, limit: int, abort: threading.Event | None = None
+    ) -> list[FileCandidate]:
         """Answer one global query (spec §3.3, "Global mode").
 
         "if the query starts with ``.`` everything is visible; otherwise any path having a
         segment that starts with ``.`` is removed (so files inside hidden directories are hidden
-        too)". When the needle extends the previous one, only the previous matches can match
-        (every tier implies a subsequence match), so they are the pool; the order is a pure
-        function of each entry, so the result is unchanged (spec §5 "levers").
+        too)".
 
         Args:
             needle: the whole (slash-free, non-empty) query.
             limit: ``maxResults``.
+            abort: set when the caller is cancelled or superseded; stops the ranking early.
+
+        Raises:
+            RankAbortedError: ``abort`` was set.
         """
-        dot = needle.startswith(".")
         prepared = prepare_needle(needle)
-        pool = self._everything if dot else self._visible
-        last = self._last
-        if last is not None and last[1] == dot and prepared.startswith(last[0]):
-            pool = last[2]
-        best, matches = rank(pool, prepared, limit)
-        # One tuple assignment: atomic, so concurrent searches at worst reuse a wider pool.
-        self._last = (prepared, dot, matches)
-        return candidates(best)
+        visible = self.visible
+        shown = visible.rank(prepared, limit, abort)
+        if not needle.startswith("."):
+            return [visible.candidate(row) for _, row in shown]
+        hidden = self.hidden
+        merged: list[tuple[tuple[int, bool, int, str], RankPool, Ranked]] = [
+            (pool.order_key(ranked), pool, ranked)
+            for pool, found in ((visible, shown), (hidden, hidden.rank(prepared, limit, abort)))
+            for ranked in found
+        ]
+        merged.sort(key=_first)
+        return [pool.candidate(ranked[1]) for _, pool, ranked in merged[:limit]]
 
 
-def _is_hidden(path: str) -> bool:
-    return path.startswith(".") or "/." in path
+def _first(item: tuple[tuple[int, bool, int, str], RankPool, Ranked]) -> tuple[int, bool, int, str]:
+    return item[0]
 
 
-_Pending = tuple[str, Identity | None, IgnoreRules | None]
+def _name(item: tuple[str, bool] | ListedEntry) -> str:
+    return item[0]
+
+
+def _name_units(item: tuple[str, bool] | ListedEntry) -> str:
+    return utf16_units(item[0])
+
+
+def _split_hidden(paths: list[str]) -> tuple[list[str], list[str]]:
+    hidden = [path for path in paths if path[0] == "." or "/." in path]
+    if not hidden:
+        return list(paths), []
+    marked = set(hidden)
+    return [path for path in paths if path not in marked], hidden
+
+
+_Pending = tuple[str, Identity | None, IgnoreRules | None, bool]
 
 
 def build_index(
@@ -149,40 +207,74 @@ def build_index(
     excluded = frozenset(config.excluded_directories)
     cap = config.entry_cap
     respect = config.respect_ignore_files
-    rows: list[Row] = []
+    # Kept entries by kind and visibility ("any segment ... starts with ."), in walk order.
+    shown_directories: list[str] = []
+    shown_files: list[str] = []
+    hidden_directories: list[str] = []
+    hidden_files: list[str] = []
+    kept = 0
     queue: deque[_Pending] = deque()
-    queue.append(("", None, ancestor_rules(top) if respect else None))
+    queue.append(("", None, ancestor_rules(top) if respect else None, False))
     truncated = False
     while queue and not truncated:
         if abort is not None and abort.is_set():
             raise ScanAbortedError("file search index invalidated")
-        relative, identity, rules = queue.popleft()
-        if relative:
-            handle = open_subdirectory(os.path.join(top, relative.replace("/", os.sep)), identity)
-        else:
-            handle = open_root(top)
+        relative, identity, rules, hidden = queue.popleft()
+        handle = open_subdirectory(top, relative, identity) if relative else open_root(top)
         if handle is None:
             continue  # "An unreadable or vanished directory contributes nothing"
         try:
-            listed = read_entries(handle, identities=True)
+            # A subdirectory that passed its identity check is on its parent's device (a
+            # mount point reopened by open_subdirectory is not; its children then take the
+            # link-proof reopening too, which is only slower).
+            device = identity[0] if identity is not None else None
+            listed = read_entries(handle, identities=True, device=device)
             if respect:
                 rules = with_directory(rules, handle, relative, {item[0] for item in listed})
         finally:
             close_directory(handle)
-        sort_names(listed)  # "sort them by name in code-unit order"
+        if rules is not None or (cap is not None and excluded):
+            listed = [
+                item
+                for item in listed
+                if not (item[1] and item[0] in excluded)  # "skipped entirely"
+                and (rules is None or not is_ignored(rules, _join(relative, item[0]), item[1]))
+            ]
+        if cap is not None:
+            # "sort them by name in code-unit order, and visit them in that order": with a cap
+            # the order decides what is kept (and the queue order below). Without one the
+            # result is a pure function of the set of entries, so the walk skips the sorts.
+            listed.sort(key=_name if all_bmp(item[0] for item in listed) else _name_units)
+            if kept + len(listed) > cap:
+                # "Stop as soon as the index holds maxEntries items, even in the middle of a
+                # directory"; ``truncated`` is exact: the cap kept an entry out.
+                del listed[cap - kept :]
+                truncated = True
+        kept += len(listed)
         prefix = f"{relative}/" if relative else ""
         for name, is_directory, child_identity in listed:
-            if is_directory and name in excluded:
-                continue  # "skipped entirely (not indexed, not descended)"
-            path = prefix + name
-            if rules is not None and is_ignored(rules, path, is_directory):
-                continue
-            if cap is not None and len(rows) >= cap:
-                # Upstream stops silently at the cap; we stop at the first entry the cap keeps
-                # out, so ``truncated`` is exact (the kept entries are the same).
-                truncated = True
-                break
-            rows.append(make_row(path, is_directory))
             if is_directory:
-                queue.append((path, child_identity, rules))
-    return FileIndex(root=top, rows=rows, truncated=truncated, entry_cap=cap)
+                if name in excluded:
+                    continue  # "skipped entirely (not indexed, not descended)"
+                path = prefix + name
+                if hidden or name[0] == ".":
+                    hidden_directories.append(path)
+                    queue.append((path, child_identity, rules, True))
+                else:
+                    shown_directories.append(path)
+                    queue.append((path, child_identity, rules, False))
+            elif hidden or name[0] == ".":
+                hidden_files.append(prefix + name)
+            else:
+                shown_files.append(prefix + name)
+    return FileIndex(
+        root=top,
+        visible=RankPool(shown_directories, shown_files),
+        hidden=RankPool(hidden_directories, hidden_files),
+        truncated=truncated,
+        entry_cap=cap,
+    )
+
+
+def _join(relative: str, name: str) -> str:
+    return f"{relative}/{name}" if relative else name

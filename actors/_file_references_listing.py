@@ -6,13 +6,14 @@ import os
 
 from actors._file_references_config import FileReferencesConfig
 from actors._file_references_fs import close_directory, open_beneath, read_entries
+from actors._file_references_pool import RankPool
 from actors._file_references_query import (
     DirectoryQuery,
     FileCandidate,
     absolute_root,
     resolve_directory,
 )
-from actors._file_references_rank import candidates, make_row, prepare_needle, rank, sort_rows
+from actors._file_references_rank import prepare_needle
 
 __all__ = ["list_directory"]
 
@@ -49,14 +50,18 @@ def list_directory(
         close_directory(handle)
     show_hidden = query.fragment.startswith(".")
     prefix = query.directory
-    rows = [
-        make_row(prefix + name, is_directory)
-        for name, is_directory, _ in listed
-        if (show_hidden or not name.startswith(".")) and not (is_directory and name in excluded)
-    ]
+    directories: list[str] = []
+    files: list[str] = []
+    for name, is_directory, _ in listed:
+        if not show_hidden and name.startswith("."):
+            continue
+        if is_directory:
+            if name not in excluded:
+                directories.append(prefix + name)
+        else:
+            files.append(prefix + name)
     # "scored as in 3.1 against the full returned path" — so a fragment can match inside the
     # typed directory part (`src/src` returns all of `src/`), pinned upstream (spec §3.4, §9.1).
-    needle = prepare_needle(query.fragment)
-    sort_rows(rows, with_length=bool(needle))
-    best, _ = rank(rows, needle, config.max_results)
-    return candidates(best)
+    pool = RankPool(directories, files)
+    ranked = pool.rank(prepare_needle(query.fragment), config.max_results)
+    return [pool.candidate(row) for _, row in ranked]

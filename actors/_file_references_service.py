@@ -53,8 +53,9 @@ __all__ = [
 ]
 
 _LOG: Final = logging.getLogger(__name__)
-# Up to this many entries, ranking (a few ms at the default cap) runs inline: a thread hop would
-# cost more than it saves. Larger (unlimitedEntries) indexes rank in a worker thread.
+# Up to this many entries, ranking (well under a millisecond at the default cap) runs inline: a
+# thread hop would cost more than it saves. Larger (unlimitedEntries) indexes rank in a worker
+# thread, so a slow ranking never stalls the event loop.
 _INLINE_RANK_LIMIT: Final = 20_000
 _DEFAULT_SCAN_THREADS: Final = 4
 
@@ -212,11 +213,18 @@ class FileReferenceService:
             )
         index = await self._index_of(search)
         limit = self._config.max_results
-        if len(index) > _INLINE_RANK_LIMIT:
+        if len(index) <= _INLINE_RANK_LIMIT:
+            return index.search(parsed.needle, limit)
+        # A superseded keystroke leaves at once (the thread is abandoned) and its thread stops
+        # at the ranking's next check instead of finishing work nobody will read.
+        abort = threading.Event()
+        try:
             return await trio.to_thread.run_sync(
-                index.search, parsed.needle, limit, abandon_on_cancel=True
+                index.search, parsed.needle, limit, abort, abandon_on_cancel=True
             )
-        return index.search(parsed.needle, limit)
+        except BaseException:
+            abort.set()
+            raise
 
     def invalidate(self, agent_key: str) -> None:
         """Forget the agent's index; call it when the agent's session records a tool result.
@@ -306,6 +314,15 @@ class FileReferenceService:
                 )
                 if not generation.invalidated:
                     generation.index = index
+                    if index.truncated:
+                        # Upstream cuts silently (spec §9.4); say so once per index.
+                        _LOG.warning(
+                            "file-reference-local: the index of %s stopped at maxEntries=%d;"
+                            " deeper paths are not offered (set unlimitedEntries = true in"
+                            " [fileReferences] to index the whole tree)",
+                            search.root,
+                            index.entry_cap,
+                        )
         except ScanAbortedError:
             pass  # invalidated: the waiters were already rejected
         except Exception as exc:

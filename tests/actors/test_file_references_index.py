@@ -40,7 +40,8 @@ def make_upstream_tree(base: Path) -> Path:
 
 def walk(root: Path | str, config: FileReferencesConfig = DEFAULT) -> list[str]:
     """Indexed paths in walk order, directories marked with a trailing slash."""
-    return [row[3] + ("/" if row[2] else "") for row in build_index(root, config).rows]
+    entries = build_index(root, config).entries()
+    return [path + ("/" if is_directory else "") for path, is_directory in entries]
 
 
 def make_packages(root: Path, packages: int, files: int) -> None:
@@ -133,8 +134,10 @@ class TestWalk:
             (tmp_path / name / "f").write_text("")
         real_open = fs.open_subdirectory
 
-        def deny_b(path: str, identity: fs.Identity | None) -> fs.DirectoryHandle | None:
-            return None if path.endswith(f"{os.sep}b") else real_open(path, identity)
+        def deny_b(
+            root: str, relative: str, identity: fs.Identity | None
+        ) -> fs.DirectoryHandle | None:
+            return None if relative == "b" else real_open(root, relative, identity)
 
         monkeypatch.setattr(index_module, "open_subdirectory", deny_b)
         assert walk(tmp_path) == ["a/", "b/", "c/", "a/f", "c/f"]
@@ -163,7 +166,7 @@ class TestEntryCap:
         make_packages(tmp_path, packages=20, files=5)
         config = FileReferencesConfig(max_entries=60 + 7 * 5)
         index = build_index(tmp_path, config)
-        files = [row[3] for row in index.rows if not row[2]]
+        files = [path for path, is_directory in index.entries() if not is_directory]
         packages = sorted({path.split("/")[0] for path in files})
         # "pkg0, pkg1, pkg10, pkg100, …": code-unit order, not numeric.
         assert packages == ["pkg0", "pkg1", "pkg10", "pkg11", "pkg12", "pkg13", "pkg14"]
@@ -177,7 +180,8 @@ class TestEntryCap:
         """'Stop as soon as the index holds maxEntries items, even in the middle of a directory.'"""
         make_packages(tmp_path, packages=3, files=5)
         index = build_index(tmp_path, FileReferencesConfig(max_entries=9 + 2))
-        assert [row[3] for row in index.rows[9:]] == ["pkg0/src/lib/f0.ts", "pkg0/src/lib/f1.ts"]
+        kept = [path for path, _ in index.entries()[9:]]
+        assert kept == ["pkg0/src/lib/f0.ts", "pkg0/src/lib/f1.ts"]
         assert index.truncated
 
     def test_exact_fit_is_not_truncated(self, tmp_path: Path) -> None:
@@ -232,10 +236,10 @@ class TestAbortAndRaces:
         swapped = False
 
         def read_then_swap(
-            handle: fs.DirectoryHandle, *, identities: bool = False
+            handle: fs.DirectoryHandle, *, identities: bool = False, device: int | None = None
         ) -> list[fs.ListedEntry]:
             nonlocal swapped
-            listed = real_read(handle, identities=identities)
+            listed = real_read(handle, identities=identities, device=device)
             if not swapped and any(name == "b" for name, _, _ in listed):
                 # "a" was just listed and "a/b" queued: swap "a" for a link to outside.
                 swapped = True
@@ -264,10 +268,10 @@ class TestAbortAndRaces:
         swapped = False
 
         def read_then_swap(
-            handle: fs.DirectoryHandle, *, identities: bool = False
+            handle: fs.DirectoryHandle, *, identities: bool = False, device: int | None = None
         ) -> list[fs.ListedEntry]:
             nonlocal swapped
-            listed = real_read(handle, identities=identities)
+            listed = real_read(handle, identities=identities, device=device)
             if not swapped:
                 swapped = True
                 (root / "d").rmdir()
@@ -378,7 +382,7 @@ class TestIgnoreFiles:
             (tmp_path / name).write_text("")
         config = FileReferencesConfig(respect_ignore_files=True, max_entries=3)
         index = build_index(tmp_path, config)
-        assert [row[3] for row in index.rows] == [".gitignore", "b", "c"]
+        assert [path for path, _ in index.entries()] == [".gitignore", "b", "c"]
         assert not index.truncated
 
     def test_linked_ignore_file_is_not_read(self, tmp_path: Path) -> None:

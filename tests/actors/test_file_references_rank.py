@@ -3,31 +3,33 @@
 from __future__ import annotations
 
 import random
+import threading
 
 import pytest
 
 from actors._file_references_index import FileIndex
+from actors._file_references_pool import RankAbortedError, RankPool
 from actors._file_references_query import CandidateKind, FileCandidate
 from actors._file_references_rank import (
     DIRECTORY_BONUS,
-    Row,
-    candidates,
-    make_row,
     prepare_needle,
-    rank,
     score,
-    sort_rows,
     utf16_units,
 )
 
 
+def pool_of(paths: list[tuple[str, CandidateKind]]) -> RankPool:
+    """A pool of (path, kind) pairs."""
+    return RankPool(
+        [path for path, kind in paths if kind == "directory"],
+        [path for path, kind in paths if kind == "file"],
+    )
+
+
 def ranked(paths: list[tuple[str, CandidateKind]], query: str, limit: int = 20) -> list[str]:
     """Rank (path, kind) pairs the way directory mode does and return the paths."""
-    rows = [make_row(path, kind == "directory") for path, kind in paths]
-    needle = prepare_needle(query)
-    sort_rows(rows, with_length=bool(needle))
-    best, _ = rank(rows, needle, limit)
-    return [row[3] for row in best]
+    pool = pool_of(paths)
+    return [pool.candidate(row).path for _, row in pool.rank(prepare_needle(query), limit)]
 
 
 class TestScoreTiers:
@@ -142,13 +144,26 @@ class TestOrdering:
         assert ranked(paths, "f") == [f"f{i:02}" for i in range(20)]
         assert ranked(paths, "f", limit=3) == ["f00", "f01", "f02"]
 
-    def test_bucket_overflow_keeps_all_matches(self) -> None:
-        """Ranking keeps only the head of each score, but reports every match for reuse."""
-        rows = [make_row(f"f{i:02}", False) for i in range(30)]
-        sort_rows(rows)
-        best, matches = rank(rows, "f", 5)
-        assert [row[3] for row in best] == ["f00", "f01", "f02", "f03", "f04"]
-        assert len(matches) == 30
+    def test_scores_are_reported_with_rows(self) -> None:
+        """Each ranked row carries its upstream score, best first."""
+        paths: list[tuple[str, CandidateKind]] = [("src", "directory"), ("a/src.ts", "file")]
+        pool = pool_of(paths)
+        found = pool.rank(prepare_needle("src"), 20)
+        assert [(value, pool.candidate(row).path) for value, row in found] == [
+            (1025, "src"),
+            (900, "a/src.ts"),
+        ]
+
+    def test_needle_with_nul_matches_nothing(self) -> None:
+        """No path contains NUL, so a needle with one matches nothing (not even by tier 5)."""
+        assert ranked([("a", "file")], "a\0") == []
+
+    def test_set_abort_flag_stops_ranking(self) -> None:
+        """A superseded caller's flag stops the ranking with RankAbortedError."""
+        abort = threading.Event()
+        abort.set()
+        with pytest.raises(RankAbortedError):
+            pool_of([("abc", "file")]).rank("ac", 20, abort)
 
 
 class TestUtf16:
@@ -190,62 +205,93 @@ UPSTREAM_VISIBLE: list[tuple[str, CandidateKind]] = [
 ]
 
 
-def _reference(rows: list[Row], query: str, limit: int) -> list[str]:
+def _reference(entries: list[tuple[str, bool]], query: str, limit: int) -> list[str]:
     """Upstream's algorithm, literally: score everything, sort everything, slice."""
     scored = []
-    for row in rows:
-        kind: CandidateKind = "directory" if row[2] else "file"
-        value = score(row[3], kind, query)
+    for path, is_directory in entries:
+        kind: CandidateKind = "directory" if is_directory else "file"
+        value = score(path, kind, query)
         if value is not None:
-            scored.append((value, row))
+            scored.append((value, path, is_directory))
     needle = bool(query)
 
-    def key(item: tuple[int, Row]) -> tuple[int, bool, int, str]:
-        value, row = item
-        units = utf16_units(row[3])
-        return (-value, not row[2], len(units) if needle else 0, units)
+    def key(item: tuple[int, str, bool]) -> tuple[int, bool, int, str]:
+        value, path, is_directory = item
+        units = utf16_units(path)
+        return (-value, not is_directory, len(units) if needle else 0, units)
 
-    return [row[3] for _, row in sorted(scored, key=key)[:limit]]
+    return [path for _, path, _ in sorted(scored, key=key)[:limit]]
 
 
-def _random_paths(rng: random.Random, count: int) -> list[tuple[str, bool]]:
-    alphabet = "abcdeSRC.-_ x\U0001f600é"
-    paths: set[tuple[str, bool]] = set()
+def _random_paths(rng: random.Random, count: int, alphabet: str) -> list[tuple[str, bool]]:
+    paths: dict[str, bool] = {}
     while len(paths) < count:
         depth = rng.randint(1, 4)
         segments = ["".join(rng.choices(alphabet, k=rng.randint(1, 6))) for _ in range(depth)]
-        paths.add(("/".join(segments), rng.random() < 0.3))
-    return sorted(paths)
+        paths.setdefault("/".join(segments), rng.random() < 0.3)
+    return sorted(paths.items())
 
 
-def test_bucketed_ranking_equals_full_sort() -> None:
-    """The bucketed ranking returns upstream's full-sort result for many random queries."""
+ALPHABET = "abcdeSRC.-_ x\U0001f600éΣ"
+
+
+def test_pool_ranking_equals_full_sort() -> None:
+    """The pool's tiered ranking returns upstream's full-sort result for many random queries."""
     rng = random.Random(5)
-    rows = [make_row(path, is_dir) for path, is_dir in _random_paths(rng, 600)]
-    for _ in range(150):
-        query = "".join(rng.choices("abcSRc.-x\U0001f600é ", k=rng.randint(0, 4)))
-        limit = rng.choice([1, 5, 20])
-        pool = list(rows)
-        needle = prepare_needle(query)
-        sort_rows(pool, with_length=bool(needle))
-        best, _ = rank(pool, needle, limit)
-        assert [row[3] for row in best] == _reference(rows, query, limit), query
+    entries = _random_paths(rng, 600, ALPHABET)
+    pool = RankPool(
+        [path for path, is_directory in entries if is_directory],
+        [path for path, is_directory in entries if not is_directory],
+    )
+    for _ in range(300):
+        query = "".join(rng.choices("abcSRc.-x\U0001f600éσΣ ", k=rng.randint(0, 4)))
+        limit = rng.choice([1, 5, 20, 1000])
+        found = pool.rank(prepare_needle(query), limit)
+        assert [pool.candidate(row).path for _, row in found] == _reference(
+            entries, query, limit
+        ), query
+        for value, row in found:
+            candidate = pool.candidate(row)
+            assert value == score(candidate.path, candidate.kind, query), query
+
+
+def test_low_tiers_are_ranked_exactly_in_dense_pools() -> None:
+    """With few distinct letters most rows fall to the path and subsequence tiers."""
+    rng = random.Random(11)
+    entries = _random_paths(rng, 500, "ab/")
+    entries = [(path, is_directory) for path, is_directory in entries if "" not in path.split("/")]
+    pool = RankPool(
+        [path for path, is_directory in entries if is_directory],
+        [path for path, is_directory in entries if not is_directory],
+    )
+    for _ in range(200):
+        query = "".join(rng.choices("ab", k=rng.randint(1, 7)))
+        found = pool.rank(prepare_needle(query), 20)
+        assert [pool.candidate(row).path for _, row in found] == _reference(entries, query, 20), (
+            query
+        )
 
 
 def test_incremental_search_equals_fresh_search() -> None:
-    """Reusing the previous keystroke's matches never changes a global result."""
+    """Narrowing from earlier keystrokes (and the caches) never changes a global result."""
     rng = random.Random(7)
-    rows = [make_row(path, is_dir) for path, is_dir in _random_paths(rng, 800)]
-    index = FileIndex(root="/r", rows=rows, truncated=False, entry_cap=None)
+    entries = _random_paths(rng, 800, ".abcSRCe-x")
+    index = FileIndex.from_entries("/r", entries)
     for _ in range(60):
         word = "".join(rng.choices(".abcSRCe-x", k=rng.randint(1, 6)))
-        for end in range(1, len(word) + 1):
-            typed = word[:end]
-            fresh = FileIndex(root="/r", rows=rows, truncated=False, entry_cap=None)
+        for end in [*range(1, len(word) + 1), len(word) - 1, len(word)]:
+            typed = word[: max(end, 1)]
+            fresh = FileIndex.from_entries("/r", entries)
             assert index.search(typed, 20) == fresh.search(typed, 20), typed
+            visible = [(p, d) for p, d in entries if not (p.startswith(".") or "/." in p)]
+            expected = _reference(entries if typed.startswith(".") else visible, typed, 20)
+            assert [c.path for c in index.search(typed, 20)] == expected, typed
 
 
-def test_candidates_builds_records() -> None:
+def test_candidates_carry_kinds() -> None:
     """Rows turn into FileCandidate records with the right kind."""
-    rows = [make_row("a", True), make_row("a/b", False)]
-    assert candidates(rows) == [FileCandidate("a", "directory"), FileCandidate("a/b", "file")]
+    pool = RankPool(["a"], ["a/b"])
+    assert [pool.candidate(row) for row in range(len(pool))] == [
+        FileCandidate("a", "directory"),
+        FileCandidate("a/b", "file"),
+    ]

@@ -241,5 +241,5 @@ async def test_global_index_holds_nothing_from_outside(
     for candidate in every:
         assert_inside(root, candidate)
     index = index_module.build_index(root, service.config)
-    for row in index.rows:
-        assert_inside(root, FileCandidate(row[3], "directory" if row[2] else "file"))
+    for path, is_directory in index.entries():
+        assert_inside(root, FileCandidate(path, "directory" if is_directory else "file"))

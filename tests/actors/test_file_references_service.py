@@ -16,6 +16,7 @@ import actors._file_references_service as service_module
 from actors._file_references_config import FileReferencesConfig
 from actors._file_references_index import FileIndex, FileIndexStatistics, build_index
 from actors._file_references_query import DirectoryQuery, FileCandidate
+from actors._file_references_rank import RankAbortedError
 from actors._file_references_service import (
     TOOL_RESULT_EVENT,
     FileIndexFailedError,
@@ -237,14 +238,18 @@ class TestIndexLifecycle:
             assert paths(await service.list("a", tmp_path / "two", "alpha")) == ["alpha-two.txt"]
         assert service.statistics().agents == 1
 
-    async def test_statistics_report_the_cap(self, nursery: trio.Nursery, tmp_path: Path) -> None:
-        """When the entry cap cuts the index, statistics say so."""
+    async def test_statistics_report_the_cap(
+        self, nursery: trio.Nursery, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """When the entry cap cuts the index, statistics and the log say so."""
         for i in range(5):
             (tmp_path / f"f{i}").write_text("")
         svc = FileReferenceService(FileReferencesConfig(max_entries=3))
         await nursery.start(svc.run)
         with trio.fail_after(10):
             assert paths(await svc.list("a", tmp_path, "f")) == ["f0", "f1", "f2"]
+        assert "stopped at maxEntries=3" in caplog.text
+        assert "unlimitedEntries" in caplog.text
         assert svc.index_statistics("a") == FileIndexStatistics(
             entries=3, directories=0, truncated=True, entry_cap=3
         )
@@ -259,6 +264,41 @@ class TestIndexLifecycle:
             inline = paths(await service.list("agent", root, "s"))
             monkeypatch.setattr(service_module, "_INLINE_RANK_LIMIT", 0)
             assert paths(await service.list("agent", root, "s")) == inline
+
+    async def test_cancelled_caller_stops_its_ranking_thread(
+        self, service: FileReferenceService, root: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A caller cancelled (superseded) while its ranking runs in a thread leaves at once,
+        and the abandoned thread sees its abort flag instead of finishing unread work."""
+        monkeypatch.setattr(service_module, "_INLINE_RANK_LIMIT", 0)
+        with trio.fail_after(10):
+            await service.list("agent", root, "s")  # builds the index
+        started = threading.Event()
+        stopped = threading.Event()
+
+        def slow_search(
+            index: FileIndex, needle: str, limit: int, abort: threading.Event | None = None
+        ) -> list[FileCandidate]:
+            started.set()
+            if abort is not None and abort.wait(10):
+                stopped.set()
+            raise RankAbortedError("stopped")
+
+        monkeypatch.setattr(FileIndex, "search", slow_search)
+        scope = trio.CancelScope()
+
+        async def keystroke() -> None:
+            with scope:
+                await service.list("agent", root, "t")
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(keystroke)
+                await trio.to_thread.run_sync(started.wait, 10)
+                scope.cancel()
+            await trio.to_thread.run_sync(stopped.wait, 10)
+        assert scope.cancelled_caught
+        assert stopped.is_set()
 
     async def test_filesystem_errors_give_empty_lists(
         self, service: FileReferenceService, tmp_path: Path

@@ -323,3 +323,28 @@ def test_bench_quick_run(tmp_path: Path, fast_tmp: Path) -> None:
         "keystroke p99, default cap, wire <= 10 ms",
     ]
     assert all(("PASS" if t["passed"] else "MISS") in done.stdout for t in report["targets"])
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ("maxResults = 0", "file-reference-local: maxResults must be a positive safe integer"),
+        ("maxEntries = 1.5", "file-reference-local: maxEntries must be a positive safe integer"),
+        (
+            'excludedDirectories = ["a/b"]',
+            "file-reference-local: excludedDirectories entries must be non-empty directory "
+            "basenames",
+        ),
+    ],
+)
+def test_invalid_config_stops_the_server_at_start(tmp_path: Path, table: str, message: str) -> None:
+    """A real ``agent-actors serve`` with an invalid [fileReferences] value exits before
+    serving, with upstream's message."""
+    config = tmp_path / "bad.toml"
+    config.write_text(f"[fileReferences]\n{table}\n")
+    argv = [sys.executable, "-m", "actors", "serve", "--endpoint", f"ipc://{tmp_path}/s.sock"]
+    argv += ["--data", str(tmp_path / "data"), "--config", str(config)]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert message in result.stderr
