@@ -106,8 +106,12 @@ def load_config(path: Path | None) -> Config:
     try:
         file_references = FileReferencesConfig.from_table(document.get("fileReferences", {}))
         session_references = SessionReferenceConfig.from_mapping(resolver)
-    except (FileReferencesConfigError, SessionReferenceError) as exc:
+    except FileReferencesConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    except SessionReferenceError as exc:
+        # "stops the server at start with SESSION_REFERENCE_INVALID_CONFIG and upstream's
+        # message" (issue 4): the code, then upstream's text.
+        raise ConfigError(f"{path}: {exc.code.value}: {exc.message}") from None
     return Config(
         wire=limits,
         idle_timeout=actors.get("idle_timeout", 300.0),

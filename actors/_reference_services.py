@@ -29,6 +29,7 @@ from actors._remote import Remote, RemoteService
 from actors._session_ref import (
     CandidateIndex,
     SessionReferenceConfig,
+    SessionReferenceError,
     SourceSnapshot,
     SpillStore,
     discard_spills,
@@ -39,6 +40,10 @@ __all__ = ["SessionFileReferences", "SessionReferenceResolver"]
 
 #: Reads a source session's surface through its agent actor.
 ReadSurface = Callable[[str], Awaitable[SourceSnapshot]]
+
+#: Listing changes up to this many sessions (or a tenth of the listing) are applied to the
+#: candidate index in place; more rebuild it in a worker thread.
+_APPLY_IN_PLACE = 1000
 
 
 class SessionFileReferences(RemoteService, key="sessionFileReferences", namespace="fileReferences"):
@@ -110,23 +115,40 @@ class SessionReferenceResolver(RemoteService, key="sessionReferenceResolver"):
         )
         try:
             await trio.lowlevel.checkpoint()
-        except trio.Cancelled:
-            # Cancelled after prepare returned: nothing will reach the caller, so the spilled
-            # transcripts are nobody's; remove them before the cancel goes on.
-            with trio.CancelScope(shield=True), trio.move_on_after(10):
-                await discard_spills(self._spill_store, prepared.spilled)
-            raise
+        except trio.Cancelled as exc:
+            # Cancelled after prepare returned, before the reply ("after the spill save
+            # completed but before the reply", issue 4): nothing reaches the caller, so the
+            # spilled transcripts are nobody's. Remove them, then fail the way every other
+            # cancel point of prepare does.
+            await discard_spills(self._spill_store, prepared.spilled)
+            raise SessionReferenceError.cancelled(exc) from exc
         return prepared.to_wire()
 
     async def _current_index(self) -> CandidateIndex:
-        """The candidate index, rebuilt (off the event loop) when the cache has changed."""
+        """The candidate index, brought up to date when the cache's listing has changed.
+
+        The first call builds it in a worker thread. Later changes are found by a worker
+        thread (the listing is read and compared with the index, which queries may read
+        meanwhile) and applied here on the event loop, between queries: only the blocks of
+        the changed sessions are rebuilt. A change touching a large part of the listing
+        builds a new index in the thread instead.
+        """
         revision = await trio.to_thread.run_sync(self._cache.revision)
         if self._index is not None and self._index_revision == revision:
             return self._index
         async with self._rebuild:
-            if self._index is None or self._index_revision != revision:
-                summaries = functools.partial(self._cache.summaries, self._root_ids)
-                rows = await trio.to_thread.run_sync(summaries)
-                self._index = await trio.to_thread.run_sync(CandidateIndex, rows)
-                self._index_revision = revision
-        return self._index
+            if self._index is not None and self._index_revision == revision:
+                return self._index
+            summaries = functools.partial(self._cache.summaries, self._root_ids)
+            rows = await trio.to_thread.run_sync(summaries)
+            index = self._index
+            if index is None:
+                index = await trio.to_thread.run_sync(CandidateIndex, rows)
+            else:
+                changes = await trio.to_thread.run_sync(index.diff, rows)
+                if len(changes) > max(_APPLY_IN_PLACE, len(index) // 10):
+                    index = await trio.to_thread.run_sync(CandidateIndex, rows)
+                else:
+                    index.apply(changes)
+            self._index, self._index_revision = index, revision
+        return index

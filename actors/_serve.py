@@ -26,7 +26,7 @@ from actors._reference_services import SessionFileReferences, SessionReferenceRe
 from actors._session_ref import LocalSpillStore, SourceSnapshot
 from actors._store_services import SessionServices, build_session_services
 from actors._system import ActorSystem
-from wire import CallContext, Server
+from wire import CallContext, Server, SessionNotFoundError
 
 __all__ = ["READY_LINE", "Runtime", "open_runtime", "serve"]
 
@@ -98,7 +98,14 @@ async def open_runtime(
     )
 
     async def read_surface(session_id: str) -> SourceSnapshot:
-        surface = await call_local(system, "sessions/snapshot", {"agentId": session_id})
+        try:
+            surface = await call_local(system, "sessions/snapshot", {"agentId": session_id})
+        except SessionNotFoundError as exc:
+            # Upstream's session-query wording (session-reference.md §1.1), which READ_FAILED
+            # quotes as its inner message.
+            raise SessionNotFoundError(
+                f'session "{session_id}" not found', details=exc.details
+            ) from exc
         return SourceSnapshot.from_surface(surface)
 
     system.add_service(Agents(lambda endpoint, args: call_local(system, endpoint, args)))

@@ -5,6 +5,11 @@ Step order and error precedence follow session-reference-newer.md §4: normalize
 budget -> cancel check -> concurrent reads (READ_FAILED; CANCELLED wins) -> cancel check
 -> retention (BUDGET_EXCEEDED) -> spill saves -> cancel check -> prompt and record.
 
+CPU-heavy steps (projection and retention, the spilled transcripts, the prompt) run in worker
+threads, so the server keeps answering other calls while a large prepare runs. A worker thread
+is not abandoned (its work is bounded), but a cancel that landed meanwhile is honoured as soon
+as it returns.
+
 Cancellation: upstream rejects with ``SESSION_REFERENCE_CANCELLED`` when its abort signal
 fires; here the signal is the caller's trio cancel scope. Where upstream checks or races
 the signal, a ``trio.Cancelled`` is turned into that error (it therefore escapes the
@@ -17,9 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import trio
@@ -45,10 +51,13 @@ __all__ = [
     "prepare",
     "prepare_omissions",
     "render_sources",
+    "run_off_loop",
 ]
 
 #: Reads one source's surface snapshot (through its agent actor); raises on failure.
 ReadSnapshot = Callable[[str], Awaitable[SourceSnapshot]]
+
+T = TypeVar("T")
 
 #: Upper bound on the shielded clean-up of spill files after a cancel.
 _DISCARD_TIMEOUT_SECONDS = 10.0
@@ -121,6 +130,18 @@ def render_sources(
     return rendered
 
 
+async def run_off_loop(work: Callable[[], T]) -> T:
+    """Run CPU-heavy ``work`` in a worker thread, then honour a cancel that landed meanwhile.
+
+    Raises:
+        trio.Cancelled: the caller was cancelled while the thread ran (the thread's result,
+            or its exception, is dropped).
+    """
+    result = await trio.to_thread.run_sync(work)
+    await trio.lowlevel.checkpoint_if_cancelled()
+    return result
+
+
 def _notice(source: RetainedSource, **full: Any) -> OmissionNotice:
     return OmissionNotice(
         session_id=source.full_data.session_id,
@@ -153,12 +174,17 @@ async def prepare_omissions(
         store = spill_store
 
         async def save_one(index: int, source: RetainedSource) -> None:
+            content = await run_off_loop(
+                functools.partial(
+                    render_transcript, source.full_data, source.captured_format_version
+                )
+            )
             request = SaveTextSpill(
                 owner_session_id=owner_session_id,
                 source_session_id=source.full_data.session_id,
                 source_label=source.full_data.label,
                 suggested_name=f"session-reference-{index + 1}.txt",
-                content=render_transcript(source.full_data, source.captured_format_version),
+                content=content,
             )
             try:
                 ref = await store.save(request)
@@ -241,15 +267,21 @@ async def prepare(
         max_bytes = await resolve_reference_budget(config, lookup_model_route)
         await trio.lowlevel.checkpoint_if_cancelled()
         snapshots = await _read_all(normalized, read_snapshot)
-    rendered = render_sources(normalized, snapshots, max_bytes)
+        # Upstream retains synchronously, so no abort can land during it: BUDGET_EXCEEDED
+        # from the thread propagates as is; a cancel meanwhile is honoured when it returns.
+        rendered = await run_off_loop(
+            functools.partial(render_sources, normalized, snapshots, max_bytes)
+        )
     saved: list[SpillRef] = []
     try:
         with cancellation_as_error():
             notices = await prepare_omissions(spill_store, agent.session_id, rendered, saved)
             await trio.lowlevel.checkpoint_if_cancelled()
-        message = ContextMessage.create(
-            build_source_record(rendered), render_prompt(rendered, notices), new_message_id
-        )
+            message = await run_off_loop(
+                lambda: ContextMessage.create(
+                    build_source_record(rendered), render_prompt(rendered, notices), new_message_id
+                )
+            )
     except BaseException:
         await discard_spills(spill_store, saved)
         raise

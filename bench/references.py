@@ -4,9 +4,11 @@
 
 - **candidates, in process**: a `ProjectionCache` filled with 10,000 and 100,000 sessions
   (UUID ids, titles of 2 to 5 words for 85 %, subagent labels for 5 %, 300 workspaces plus
-  ``/projects/demo`` for 2 %, no cwd for 5 %). The resolver's rebuild (``cache.summaries`` +
-  `CandidateIndex`) is timed, then each call of ``remote_candidates(agent, query)`` (rank,
-  filter, limit 50, canonical mentions) for an agent in ``/projects/demo``. Queries: empty;
+  ``/projects/demo`` for 2 %, no cwd for 5 %). The resolver's first build (``cache.summaries``
+  + `CandidateIndex`) is timed, and its in-place update after one new and one retitled
+  session (re-read the listing, ``diff``, ``apply``), then each call of
+  ``remote_candidates(agent, query)`` (rank, filter, limit 50, canonical mentions) for an
+  agent in ``/projects/demo``. Queries: empty;
   1 character; the first 2 letters of a title word; 5 characters, 80 % cut from a title and
   20 % random letters (no match: a full scan, the worst case).
 - **candidates, wire**: ``agent-actors serve --sessions`` over 10,000 real raw session logs
@@ -203,6 +205,16 @@ def bench_candidates(settings: Settings, work: Path) -> list[dict[str, Any]]:
             read = time.perf_counter() - started
             index = CandidateIndex(summaries)
             build = time.perf_counter() - started - read
+            # The resolver's update after one new session and one retitled session: read
+            # the listing, diff it against the index (both in a worker thread), apply.
+            fresh = synthetic_sessions(1, random.Random(-count))[0]
+            cache.upsert([attrs.evolve(fresh, root_id=root_id, created_at=2_000_000_000_000)])
+            cache.upsert([attrs.evolve(rows[len(rows) // 2], title="Retitled for the bench")])
+            started = time.perf_counter()
+            changes = index.diff(cache.summaries([root_id]))
+            diffed = time.perf_counter() - started
+            index.apply(changes)
+            applied = time.perf_counter() - started - diffed
         finally:
             cache.close()
         agent = DemoAgent(session_id=rows[0].session_id)
@@ -220,6 +232,9 @@ def bench_candidates(settings: Settings, work: Path) -> list[dict[str, Any]]:
                 "sessions": count,
                 "summariesSeconds": round(read, 4),
                 "indexBuildSeconds": round(build, 4),
+                "updateChanges": len(changes),
+                "updateReadAndDiffSeconds": round(diffed, 4),
+                "updateApplySeconds": round(applied, 4),
                 "queriesWithMatches": found,
                 "latency": latency,
                 "cpu": cpu,
@@ -258,7 +273,8 @@ async def _wire_candidates(address: str, kinds: dict[str, list[str]]) -> dict[st
                 await resolver.candidates(query)
                 samples.append(time.perf_counter_ns() - started_ns)
             latency[kind] = latency_summary(samples, cdf=False)
-        # A new session changes the listing: the next call rebuilds the whole index.
+        # A new session changes the listing: the next call reads the listing, diffs it and
+        # applies the change to the index in place.
         await client.call("agents/create", {"cwd": DEMO})
         started = time.perf_counter()
         await resolver.candidates("")
@@ -551,7 +567,8 @@ def render_table(report: dict[str, Any]) -> str:
     series.append((f"wire, {wire['sessions']:,}", wire))
     for name, entry in series:
         build = (
-            f"{entry['indexBuildSeconds'] + entry['summariesSeconds']:.3f} s"
+            f"{entry['indexBuildSeconds'] + entry['summariesSeconds']:.3f} s, update "
+            f"{entry['updateReadAndDiffSeconds'] + entry['updateApplySeconds']:.3f} s"
             if "indexBuildSeconds" in entry
             else f"{entry['firstCallSeconds']:.3f} s 1st call, "
             f"{entry['afterNewSessionSeconds']:.3f} s after a new session"

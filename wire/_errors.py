@@ -81,7 +81,6 @@ class ErrorCode(StrEnum):
     #: The handler failed; the message is kept, the traceback stays in the server log.
     INTERNAL = "internal"
     # The session-reference codes of upstream DSH pass through unchanged.
-    SESSION_REFERENCE_SCHEME = "SESSION_REFERENCE_SCHEME"
     SESSION_REFERENCE_INVALID_REFERENCE = "SESSION_REFERENCE_INVALID_REFERENCE"
     SESSION_REFERENCE_SELF_REFERENCE = "SESSION_REFERENCE_SELF_REFERENCE"
     SESSION_REFERENCE_TOO_MANY = "SESSION_REFERENCE_TOO_MANY"

@@ -11,6 +11,7 @@ import pytest
 import trio
 import trio.testing
 
+import actors._session_ref_index as index_module
 from actors._session_ref_candidates import (
     Candidate,
     SessionSummary,
@@ -313,6 +314,7 @@ async def test_async_listing_cancelled_while_pending() -> None:
         await list_candidates_async(Agent(), broken, config=CONFIG)
 
 
+@pytest.mark.slow
 def test_index_is_fast_on_many_sessions() -> None:
     """On 100 000 sessions the index answers typical queries in a few milliseconds."""
     rng = random.Random(1)
@@ -335,3 +337,128 @@ def test_index_is_fast_on_many_sessions() -> None:
         worst = max(worst, time.perf_counter() - start)
     # Generous bound for a shared CI machine; the benchmark measures the real p99.
     assert worst < 0.25
+
+
+def _random_listing(rng: random.Random, count: int, start: int = 0) -> list[SessionSummary]:
+    cwds = [None, "/a", "/b", "/a/x", "/Ab", "/projects/demo"]
+    words = ["alpha", "Beta", "gamma", "ΣΊΣΥΦΟΣ", "delta", "epsilon", "zeta", "a"]
+    return [
+        summary(
+            f"{rng.getrandbits(32):08x}-{start + n}",
+            rng.randrange(5000),
+            cwd=rng.choice(cwds),
+            label=rng.choice([None, " ".join(rng.sample(words, rng.randint(1, 3)))]),
+            display_title=rng.choice([None, None, None, rng.choice(words)]),
+        )
+        for n in range(count)
+    ]
+
+
+QUERIES = ["", "a", "Al", "alpha", "ha be", "eta", "a b", "zz", "0", "-1", "/a", "σ", "ς", "ΣΊΣ"]
+
+
+def test_index_follows_changes_in_place() -> None:
+    """After rounds of added, removed and changed sessions (splitting, emptying and renumbering
+    blocks), the updated index answers like a fresh one and like list_candidates."""
+    rng = random.Random(11)
+    listing = {s.session_id: s for s in _random_listing(rng, 900)}
+    index = CandidateIndex(listing.values())
+    serial = 900
+    for round_number in range(6):
+        for session_id in rng.sample(sorted(listing), rng.randrange(0, 400)):
+            del listing[session_id]
+        for session_id in rng.sample(sorted(listing), min(len(listing), rng.randrange(0, 300))):
+            old = listing[session_id]
+            listing[session_id] = attrs.evolve(
+                old,
+                label=rng.choice([None, "renamed alpha", old.label]),
+                cwd=rng.choice([old.cwd, "/b", None]),
+                created_at=rng.choice([old.created_at, rng.randrange(5000)]),
+            )
+        if round_number % 3 == 2:  # the oldest sessions go: whole blocks empty
+            for old_session in sorted(listing.values(), key=lambda s: s.created_at)[:300]:
+                del listing[old_session.session_id]
+        # A burst of new sessions at the top of the listing (the usual case: one block grows
+        # past twice its size and splits) and some elsewhere.
+        added = _random_listing(rng, rng.randrange(0, 200), serial)
+        added += [
+            attrs.evolve(s, created_at=10_000 * (round_number + 1) + n)
+            for n, s in enumerate(_random_listing(rng, 600, serial + len(added)))
+        ]
+        serial += len(added)
+        listing.update((s.session_id, s) for s in added)
+        changes = index.diff(listing.values())
+        index.apply(changes)
+        assert index.diff(listing.values()) == type(changes)()
+        assert len(index) == len(listing)
+        fresh = CandidateIndex(listing.values())
+        assert index.summaries == fresh.summaries
+        for query in QUERIES:
+            agent = Agent(session_id=rng.choice(sorted(listing)), cwd=rng.choice(["/a", None]))
+            limit = rng.choice([None, 3, 500])
+            expected = list_candidates(agent, listing.values(), query, limit, config=CONFIG)
+            got = index.candidates(agent, query, limit, config=CONFIG)
+            assert got == expected, (round_number, query)
+
+
+def test_index_diff_reports_exactly_the_changes() -> None:
+    """diff names new and changed sessions and the ids no longer listed, nothing else."""
+    before = [summary("a", 3), summary("b", 2, label="x"), summary("c", 1)]
+    index = CandidateIndex(before)
+    after = [summary("a", 3), summary("b", 2, label="y"), summary("d", 4)]
+    changes = index.diff(after)
+    assert [s.session_id for s in changes.upserted] == ["b", "d"]
+    assert changes.removed == ("c",)
+    index.apply(changes)
+    assert [s.session_id for s in index.summaries] == ["d", "a", "b"]
+    assert ids(index.candidates(Agent(session_id="none"), "y", config=CONFIG)) == ["b"]
+    assert ids(index.candidates(Agent(session_id="none"), "x", config=CONFIG)) == []
+
+
+def test_rare_needles_do_not_scan_every_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A needle of 3 bytes or more with few matches spread over the whole listing is answered
+    from the trigram postings, without scanning any block; a common one walks the blocks."""
+    rng = random.Random(3)
+    words = "mailbox actor wire cancel scope session spill budget trio review fix".split()
+    sessions = [
+        summary(
+            f"{rng.getrandbits(64):016x}",
+            rng.randrange(10**12),
+            cwd=rng.choice(["/p1", "/p2", None]),
+            label=" ".join(rng.sample(words, 3)),
+        )
+        for _ in range(20_000)
+    ]
+    index = CandidateIndex(sessions)
+    scanned: list[bytes] = []
+    real = index_module._Block.matches
+
+    def counting(block: Any, needle: bytes) -> Any:
+        scanned.append(needle)
+        return real(block, needle)
+
+    monkeypatch.setattr(index_module._Block, "matches", counting)
+    agent = Agent(session_id="none", cwd="/p1")
+    for query in ["x wir", "ox ac", "qqqqq", "l bud", "Ope Fi"]:
+        expected = list_candidates(agent, sessions, query, None, config=CONFIG)
+        assert index.candidates(agent, query, config=CONFIG) == expected
+    assert scanned == []
+    assert index.candidates(agent, "session", config=CONFIG)
+    assert scanned
+
+
+def test_index_starts_over_when_most_rows_are_dead() -> None:
+    """Once most slots belong to removed or replaced sessions, apply renumbers the live rows,
+    and the index still answers like list_candidates."""
+    rng = random.Random(5)
+    listing = _random_listing(rng, 1200)
+    index = CandidateIndex(listing)
+    kept = listing[:40]
+    index.apply(index.diff(kept))
+    renamed = [attrs.evolve(s, label=f"renamed {s.label}") for s in kept]
+    index.apply(index.diff(renamed))
+    assert len(index) == 40
+    for query in [*QUERIES, "renamed", "med alp"]:
+        agent = Agent(session_id="none", cwd="/a")
+        expected = list_candidates(agent, renamed, query, 100, config=CONFIG)
+        assert index.candidates(agent, query, 100, config=CONFIG) == expected

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 import trio
 import trio.testing
 
+import actors._session_ref_prepare as prepare_module
 from actors._session_ref_budget import ModelAdapterMissingError, ModelRoute
 from actors._session_ref_config import SessionReferenceConfig
 from actors._session_ref_errors import SessionReferenceError, SessionReferenceErrorCode
@@ -623,9 +625,10 @@ async def test_cancelled_while_budget_lookup_is_pending() -> None:
 
 
 async def _cancel_when_blocked(
-    work: Callable[[], Awaitable[Any]],
+    work: Callable[[], Awaitable[Any]], ready: Callable[[], bool] = lambda: True
 ) -> BaseException | None:
-    """Run ``work`` in its own scope, cancel it once everything blocks, return its error."""
+    """Run ``work`` in its own scope, cancel it once everything blocks and ``ready()`` holds
+    (a task waiting for a worker thread counts as blocked), return its error."""
     outcome: list[BaseException] = []
     async with trio.open_nursery() as nursery:
 
@@ -639,6 +642,9 @@ async def _cancel_when_blocked(
 
         scope = await nursery.start(call)
         await trio.testing.wait_all_tasks_blocked()
+        while not ready():
+            await trio.sleep(0.001)
+            await trio.testing.wait_all_tasks_blocked()
         scope.cancel()
     return outcome[0] if outcome else None
 
@@ -680,7 +686,8 @@ async def test_cancelled_during_spill_save_discards_completed_saves() -> None:
                 sources,
                 store=store,
                 cfg=config(max_reference_bytes=300),
-            )
+            ),
+            ready=lambda: len(store.requests) == 2,
         )
     assert isinstance(error, SessionReferenceError)
     assert error.code is Code.CANCELLED
@@ -728,3 +735,50 @@ async def test_discard_spills_tolerates_failures_and_missing_store() -> None:
     ref = SpillRef(locator="/x", bytes=1, retrieval_hint="")
     await discard_spills(Broken(), [ref])
     await discard_spills(None, [ref])
+
+
+@pytest.mark.parametrize("outcome", ["retained", "budget-exceeded"])
+async def test_cancel_while_retention_runs_in_its_thread(
+    monkeypatch: pytest.MonkeyPatch, outcome: str
+) -> None:
+    """Retention runs in a worker thread; a cancel meanwhile is honoured as soon as it returns
+    (CANCELLED, no spill attempted), unless retention itself failed with BUDGET_EXCEEDED,
+    which upstream (retaining synchronously, where no abort can land) raises first."""
+    in_thread, release = threading.Event(), threading.Event()
+    real = prepare_module.render_sources
+
+    def held(*args: Any) -> Any:
+        in_thread.set()
+        release.wait(10)
+        if outcome == "budget-exceeded":
+            raise SessionReferenceError.budget_exceeded()
+        return real(*args)
+
+    monkeypatch.setattr(prepare_module, "render_sources", held)
+    store = MemoryStore()
+    errors: list[SessionReferenceError] = []
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+
+            async def call(task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+                with trio.CancelScope() as scope:
+                    task_status.started(scope)
+                    try:
+                        await run(
+                            [{"sessionId": "a"}],
+                            Sources(source("a", "x" * 900)),
+                            store=store,
+                            cfg=config(max_reference_bytes=300),
+                        )
+                    except SessionReferenceError as exc:
+                        errors.append(exc)
+
+            scope = await nursery.start(call)
+            await trio.to_thread.run_sync(in_thread.wait, 5)
+            scope.cancel()
+            await trio.testing.wait_all_tasks_blocked()
+            assert errors == []  # still waiting for the thread
+            release.set()
+    expected = Code.CANCELLED if outcome == "retained" else Code.BUDGET_EXCEEDED
+    assert [error.code for error in errors] == [expected]
+    assert store.requests == []

@@ -186,6 +186,7 @@ async def served(
 ) -> AsyncIterator[tuple[str, list[str]]]:
     """``agent-actors serve --sessions <copies> --config <[sessionReferenceResolver]>``."""
     root = tmp / "dsh"
+    root.mkdir(parents=True, exist_ok=True)
     ids = [place(root, name)[0] for name in names]
     config = tmp / "server.toml"
     config.write_text(f"[sessionReferenceResolver]\n{resolver}\n")
@@ -453,14 +454,6 @@ async def test_cancel_before_the_reply_removes_the_file(tmp_path: Path, monkeypa
     assert spill_files(tmp_path / "data") == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SessionReferenceResolver.remote_prepare re-raises trio.Cancelled when the cancel "
-    "lands after prepare() returned (its post-prepare checkpoint), so the terminal frame is "
-    "the wire's `cancelled` {state: running, reason: caller}, not SESSION_REFERENCE_CANCELLED "
-    "(issue 4 item 4: 'after the spill save completed but before the reply'). Fix: raise "
-    "SessionReferenceError.cancelled() from the Cancelled after discarding the spills.",
-)
 async def test_cancel_before_the_reply_is_session_reference_cancelled(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
@@ -473,6 +466,78 @@ async def test_cancel_before_the_reply_is_session_reference_cancelled(
         return await cancel_when(client, peer, gate.release.set)
 
     assert_reference_cancelled(await in_process(tmp_path, 1, scenario))
+
+
+async def test_other_calls_are_served_while_prepare_renders(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """While prepare's projection and retention run (held in their worker thread), a cheap
+    call to another agent and one to the preparing agent itself are answered; the prepare then
+    completes normally."""
+    in_thread = threading.Event()
+    release = threading.Event()
+    released: list[bool] = []
+    real = prepare_module.render_sources
+
+    def held(*args: Any) -> Any:
+        in_thread.set()
+        # Bounded, so a regression (rendering on the event loop, which then cannot serve the
+        # calls that release it) fails instead of hanging.
+        released.append(release.wait(10))
+        return real(*args)
+
+    monkeypatch.setattr(prepare_module, "render_sources", held)
+
+    async def scenario(client: Any, peer: RawPeer, me: str, ids: list[str]) -> dict[str, Any]:
+        peer.send(prepare_call(1, me, [{"sessionId": ids[0]}]))
+        await trio.to_thread.run_sync(in_thread.wait, 20)
+        with trio.fail_after(5):
+            assert await client.call("diagnostics/echoRaw", {"payload": "ping"}) == "ping"
+            assert await client.agent(ids[0]).diagnostics.echo("source") == "source"
+            assert await client.agent(me).diagnostics.echo("me") == "me"
+        release.set()
+        return await peer.terminal(1)
+
+    frame = await in_process(tmp_path, 1, scenario)
+    assert released == [True]
+    assert frame["type"] == "result"
+    assert frame["value"]["additionalContext"]["source"]["references"][0]["truncated"] is True
+
+
+async def test_automatic_budget_follows_the_recorded_model_route(tmp_path: Path) -> None:
+    """Without maxReferenceBytes the per-source budget is 64 KiB until the agent records a
+    route with a context window, then max(65536, floor(window x 4 x fraction)); a route of
+    unknown capacity is 64 KiB again."""
+    async with served(tmp_path, "referenceContextFraction = 0.5", []) as (address, _):
+        async with open_client(address) as client:
+            source = (await client.call("agents/create", {"cwd": "/projects/other"}))["agentId"]
+            text = "forty-two " * 10_000  # 100 000 bytes: more than 64 KiB, less than 200 000
+            event = {
+                "type": "user/message",
+                "data": {
+                    "id": "m1",
+                    "role": "user",
+                    "content": [{"type": "text", "text": text}],
+                    "source": {"kind": "user"},
+                },
+                "surfaceOp": "append",
+            }
+            await client.call("sessions/append", {"agentId": source, "events": [event]})
+            me = (await client.call("agents/create", {"cwd": "/projects/demo"}))["agentId"]
+            resolver = client.agent(me).sessionReferenceResolver
+            sessions = client.agent(me).sessions
+
+            async def truncated() -> bool:
+                with trio.fail_after(20):
+                    prepared = await resolver.prepare("see", [{"sessionId": source}])
+                record = prepared["additionalContext"]["source"]["references"][0]
+                return bool(record["truncated"])
+
+            assert await truncated()
+            await sessions.setModelRoute("p", "m", 100_000)  # budget 200 000 bytes
+            assert not await truncated()
+            await sessions.setModelRoute("p", "m", None)  # capacity unknown: 64 KiB
+            assert await truncated()
 
 
 # -- errors over the wire --------------------------------------------------------------------
@@ -545,13 +610,6 @@ async def test_configured_limits_shape_the_errors(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A missing source's inner message is the wire lookup's \"no session with id "
-    "'missing'\" (SessionNotFoundError from actor activation), not upstream's session-query "
-    "wording 'session \"missing\" not found' (session-reference.md §5, §1.1), so READ_FAILED "
-    "reads \"failed to read referenced session: no session with id 'missing'\".",
-)
 async def test_missing_source_read_failed_message_is_upstreams(tmp_path: Path) -> None:
     """A missing source: READ_FAILED 'failed to read referenced session: session "missing" not
     found', exactly as upstream words it."""
@@ -568,12 +626,6 @@ async def test_missing_source_read_failed_message_is_upstreams(tmp_path: Path) -
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wire.ErrorCode lists SESSION_REFERENCE_SCHEME as an error code; upstream's "
-    "SESSION_REFERENCE_SCHEME is the URI scheme constant 'dsh-session:', not one of the seven "
-    "codes (session-reference.md §5).",
-)
 def test_wire_knows_exactly_the_seven_codes() -> None:
     """The wire's SESSION_REFERENCE_* codes are exactly upstream's seven."""
     codes = {code.value for code in ErrorCode if code.value.startswith("SESSION_REFERENCE_")}
@@ -627,7 +679,7 @@ def test_invalid_config_stops_the_server_process(tmp_path: Path) -> None:
     )  # fmt: skip
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == (
-        f"agent-actors: {tmp_path / 'bad.toml'}: "
+        f"agent-actors: {tmp_path / 'bad.toml'}: SESSION_REFERENCE_INVALID_CONFIG: "
         "session-reference: maxReferences must not exceed 3\n"
     )
 
@@ -641,15 +693,11 @@ def test_invalid_config_messages(
     assert cli_main(serve_args(tmp_path, table)) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err == f"agent-actors: {tmp_path / 'bad.toml'}: {message}\n"
+    assert captured.err == (
+        f"agent-actors: {tmp_path / 'bad.toml'}: SESSION_REFERENCE_INVALID_CONFIG: {message}\n"
+    )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="serve prints upstream's message but not the code SESSION_REFERENCE_INVALID_CONFIG "
-    "(issue 4 item 3: 'stops the server at start with SESSION_REFERENCE_INVALID_CONFIG and "
-    "upstream's message'); actors._config wraps the SessionReferenceError as str(exc) only.",
-)
 def test_invalid_config_names_the_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The start-up failure names SESSION_REFERENCE_INVALID_CONFIG."""
     assert cli_main(serve_args(tmp_path, "maxReferences = 4")) == 2
