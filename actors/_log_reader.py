@@ -8,6 +8,7 @@ surface is folded from and what `captured_through_seq` refers to.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -44,6 +45,7 @@ from actors._log_legacy import check_supported_vocabulary, import_legacy_event
 from actors._log_repair import interrupted_turn_closers
 from actors._log_scan import (
     NOT_ONE_HEADER_LINE,
+    SCAN_CHUNK,
     ScanResult,
     TornTail,
     parse_header_record,
@@ -104,6 +106,19 @@ class LoadedSession:
         """Whether a committing load would change the file (torn tail or closers)."""
         return self.torn is not None or self.stored_count != len(self.events)
 
+    def fold(self) -> SurfaceFolder:
+        """A fresh surface fold of these events, ready to take further events (§6.6)."""
+        folder = SurfaceFolder()
+        events = self.events
+        items = events.items if isinstance(events, EventSequence) else tuple(events)
+        for item in items:
+            if isinstance(item, PackedRun):
+                # A validated packed row expands to valid non-surface chunk events.
+                folder.skip(item.count)
+            else:
+                folder.apply(item)
+        return folder
+
     def surface_events(self) -> tuple[Mapping[str, Any], ...]:
         """Return the current surface events, in surface order."""
         return tuple(self.events[seq] for seq in self.surface)
@@ -125,19 +140,36 @@ class ListedSession:
     path: Path
 
 
-def _read_stable(path: Path) -> bytes:
-    # §9: "the backend reads a file only when its stat identity (dev, inode, size, ns
-    # timestamps) is the same before and after the read".
-    def identity(stat: os.stat_result) -> tuple[int, ...]:
-        return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+def _identity(stat: os.stat_result) -> tuple[int, ...]:
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
 
+
+def _scan_stable(path: Path) -> tuple[Compression, ScanResult]:
+    """Scan a transcript, retrying while it changes underneath.
+
+    §9: "the backend reads a file only when its stat identity (dev, inode, size, ns
+    timestamps) is the same before and after the read". Raw logs are scanned in chunks as
+    they are read (never held whole); zstd logs are read whole (compressed) and decoded a
+    frame at a time. A scan error on a file that changed meanwhile is retried, not reported.
+    """
     try:
         for _ in range(_STABLE_READ_ATTEMPTS):
-            before = identity(os.stat(path))
+            before = _identity(os.stat(path))
+            failure: LogReadError | None = None
             with open(path, "rb") as file:
-                data = file.read()
-            if identity(os.stat(path)) == before:
-                return data
+                compression = _compression_for(path, file.read(len(_ZSTD_MAGIC)))
+                file.seek(0)
+                try:
+                    if compression == "zstd":
+                        scan = scan_zstd(file.read())
+                    else:
+                        scan = scan_raw(iter(functools.partial(file.read, SCAN_CHUNK), b""))
+                except LogReadError as error:
+                    failure = error
+            if _identity(os.stat(path)) == before:
+                if failure is not None:
+                    raise failure
+                return compression, scan
     except FileNotFoundError:
         raise LogNotFoundError("session log not found", path=path) from None
     except OSError as error:
@@ -145,11 +177,11 @@ def _read_stable(path: Path) -> bytes:
     raise LogReadError("session log kept changing while it was read", path=path)
 
 
-def _compression_for(path: Path, buffer: bytes) -> Compression:
+def _compression_for(path: Path, start: bytes) -> Compression:
     declared = compression_of(path)
     if declared is not None:
         return declared
-    return "zstd" if buffer.startswith(_ZSTD_MAGIC) else "none"
+    return "zstd" if start.startswith(_ZSTD_MAGIC) else "none"
 
 
 def load_session(path: str | os.PathLike[str], *, expected_id: str | None = None) -> LoadedSession:
@@ -171,10 +203,8 @@ def load_session(path: str | os.PathLike[str], *, expected_id: str | None = None
         LogReadError: the file cannot be read.
     """
     file = Path(path)
-    buffer = _read_stable(file)
-    compression = _compression_for(file, buffer)
     try:
-        scan = scan_zstd(buffer) if compression == "zstd" else scan_raw(buffer)
+        compression, scan = _scan_stable(file)
         return _restore(file, compression, scan, expected_id)
     except LogReadError as error:
         raise error.attach_path(file) from None

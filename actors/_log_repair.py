@@ -109,7 +109,9 @@ def interrupted_turn_closers(
     if open_turn is None or final is None:
         return []
     seq = int(final["seq"]) + 1
-    time = final["time"]
+    # Closers are built before restore validation, which then rejects a stored event
+    # without a valid `time`; reading it with [] would escape as a KeyError instead.
+    time = final.get("time")
     closers: list[dict[str, Any]] = []
     for entry in pending.values():
         call_id = entry["id"]

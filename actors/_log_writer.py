@@ -25,8 +25,8 @@ from actors._log_header import HeaderError, SessionHeader
 from actors._log_json import dumps_line, parse_line
 from actors._log_layout import Compression, compression_of
 from actors._log_legacy import check_new_event
-from actors._log_reader import load_session
-from actors._log_sequence import EventSequence, PackedRun
+from actors._log_reader import LoadedSession, load_session
+from actors._log_sequence import EventSequence
 from actors._log_surface import SurfaceError, SurfaceFolder
 from actors._log_titles import (
     SessionTitle,
@@ -142,38 +142,40 @@ class SessionLogWriter:
         cls,
         path: str | os.PathLike[str],
         *,
+        loaded: LoadedSession | None = None,
         fsync: bool = True,
         pack_chunks: bool = True,
         clock: Callable[[], int] | None = None,
     ) -> SessionLogWriter:
         """Open an existing log for appending, committing any crash repair first.
 
-        Loads the log (see `load_session`). A torn tail is truncated; events recovered
-        from a torn zstd frame and the synthetic closers (§6.4) are rewritten as one new
-        batch ("a resume commits them"). Appends continue at the next seq.
+        Loads the log (see `load_session`) unless `loaded` is given. A torn tail is
+        truncated; events recovered from a torn zstd frame and the synthetic closers (§6.4)
+        are rewritten as one new batch ("a resume commits them"). Appends continue at the
+        next seq.
+
+        Args:
+            path: the transcript.
+            loaded: the transcript as already loaded by the caller, who guarantees that the
+                file has not changed since (e.g. it holds the session's write lock and
+                compared the file's identity); saves reading and validating it again.
+            fsync: as for `create`.
+            pack_chunks: as for `create`.
+            clock: as for `create`.
 
         Raises:
             LogReadError: the log does not load.
             LogWriteError: the repair cannot be written.
         """
-        loaded = load_session(path)
-        folder = SurfaceFolder()
+        if loaded is None:
+            loaded = load_session(path)
         events = loaded.events
-        items = events.items if isinstance(events, EventSequence) else tuple(events)
-        for item in items:
-            if isinstance(item, PackedRun):
-                folder.skip(item.count)
-            else:
-                folder.apply(item)
         try:
             descriptor = fold_subagent_descriptor(events)
         except SubagentDescriptorError:
             descriptor = None
-        seen = any(
-            item.get("type") == "subagent/descriptor"
-            for item in items
-            if not isinstance(item, PackedRun)
-        )
+        singles = events.singles() if isinstance(events, EventSequence) else iter(events)
+        seen = any(event.get("type") == "subagent/descriptor" for event in singles)
         # Events at or past `durable` are not (or not validly) on disk: recovered from a
         # torn zstd frame, or synthetic closers. A committing open rewrites them.
         durable = loaded.torn.durable_count if loaded.torn else loaded.stored_count
@@ -184,7 +186,7 @@ class SessionLogWriter:
             fsync=fsync,
             pack_chunks=pack_chunks,
             clock=clock or _epoch_ms,
-            folder=folder,
+            folder=loaded.fold(),
             durable_count=durable,
             title=session_title(events),
             descriptor=descriptor,
@@ -318,6 +320,34 @@ class SessionLogWriter:
             self._pending_since = time.monotonic()
         self._track(recorded)
         return recorded
+
+    def append_checked(self, events: Sequence[Mapping[str, Any]], folder: SurfaceFolder) -> None:
+        """Queue events its owner already recorded and validated, without checking them again.
+
+        For an owner that validates a batch as a unit before writing it (the session actor,
+        `actors._store_events.check_batch`): each event must be what `append` would have
+        recorded (envelope, seq, time, JSON round trip) and pass the same rules, against a
+        fold equal to this writer's; `folder` is that fold after the events, and the writer
+        adopts it.
+
+        Raises:
+            LogWriteError: the writer is closed, or the seqs do not continue this log (nothing
+                is queued).
+        """
+        if self._closed:
+            raise LogWriteError(f"{self._path}: writer is closed")
+        first = self._folder.next_seq
+        seqs = [event["seq"] for event in events]
+        if seqs != list(range(first, first + len(seqs))) or folder.next_seq != first + len(seqs):
+            raise LogWriteError(
+                f"{self._path}: checked events do not continue the log at seq {first}"
+            )
+        for event in events:
+            self._pending.append((dict(event), dumps_line(event)))
+            self._track(event)
+        if events and self._pending_since is None:
+            self._pending_since = time.monotonic()
+        self._folder = folder
 
     def set_title(
         self,

@@ -8,6 +8,8 @@ so a torn final frame can be told apart from a damaged complete one.
 
 from __future__ import annotations
 
+import threading
+
 import zstandard
 
 from actors._log_errors import LogCorruptError
@@ -15,8 +17,23 @@ from actors._log_errors import LogCorruptError
 __all__ = ["FrameScan", "compress_frame", "decode_frame", "decode_torn_prefix", "scan_frames"]
 
 _MAGIC = b"\x28\xb5\x2f\xfd"
-_COMPRESSOR = zstandard.ZstdCompressor(level=3, write_checksum=True)
-_DECOMPRESSOR = zstandard.ZstdDecompressor()
+
+
+class _Codecs(threading.local):
+    """One compressor and one decompressor per thread.
+
+    python-zstandard: "assume that no two methods of ZstdCompressor instances can be called
+    from multiple Python threads simultaneously" (the same holds for decompressors). The
+    store compresses and decodes in worker threads, several sessions at once; with one shared
+    instance, concurrent calls crash the interpreter (SIGSEGV).
+    """
+
+    def __init__(self) -> None:
+        self.compressor = zstandard.ZstdCompressor(level=3, write_checksum=True)
+        self.decompressor = zstandard.ZstdDecompressor()
+
+
+_CODECS = _Codecs()
 
 
 class FrameScan:
@@ -101,7 +118,7 @@ def scan_frames(buffer: bytes, max_frames: int | None = None) -> FrameScan:
 
 def compress_frame(plaintext: bytes) -> bytes:
     """Compress one independently decodable, checksummed frame (default level, no dictionary)."""
-    return _COMPRESSOR.compress(plaintext)
+    return _CODECS.compressor.compress(plaintext)
 
 
 def decode_frame(frame: bytes, *, offset: int = 0) -> bytes:
@@ -110,7 +127,7 @@ def decode_frame(frame: bytes, *, offset: int = 0) -> bytes:
     Raises:
         LogCorruptError: decompression or checksum validation fails.
     """
-    decoder = _DECOMPRESSOR.decompressobj()
+    decoder = _CODECS.decompressor.decompressobj()
     try:
         plaintext = decoder.decompress(frame)
     except zstandard.ZstdError as error:
@@ -130,6 +147,6 @@ def decode_torn_prefix(partial: bytes) -> bytes:
     A frame can end before any plaintext is decodable; that yields ``b""``, never an error.
     """
     try:
-        return _DECOMPRESSOR.decompressobj().decompress(partial)
+        return _CODECS.decompressor.decompressobj().decompress(partial)
     except zstandard.ZstdError:
         return b""

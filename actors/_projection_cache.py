@@ -42,6 +42,7 @@ __all__ = [
     "ProjectionCacheError",
     "RecordedModelRoute",
     "Rejection",
+    "SessionListing",
 ]
 
 SCHEMA_VERSION = 1
@@ -95,15 +96,11 @@ class ProjectionCacheError(RuntimeError):
 
 
 @attrs.frozen(kw_only=True)
-class CachedSession:
-    """One session as the cache knows it."""
+class SessionListing:
+    """One session as listings show it (also the wire shape of a ``sessions/list`` row)."""
 
     session_id: str
     """Header ``id``."""
-    root_id: int
-    """The sessions root it lives in (see `ProjectionCache.root_id`)."""
-    path: str
-    """Its transcript."""
     created_at: int
     """Header ``createdAt`` (epoch ms)."""
     cwd: str | None = None
@@ -118,10 +115,24 @@ class CachedSession:
     """First ``subagent/descriptor`` label."""
     last_seq: int | None = None
     """Seq of the last event (closers included), None for a log without events."""
+
+
+@attrs.frozen(kw_only=True)
+class CachedSession(SessionListing):
+    """One session as the cache knows it: the listing facts and where its transcript is."""
+
+    root_id: int
+    """The sessions root it lives in (see `ProjectionCache.root_id`)."""
+    path: str
+    """Its transcript."""
     file_size: int = 0
     """Transcript size when this row was written."""
     file_mtime_ns: int = 0
     """Transcript mtime (ns) when this row was written."""
+
+    def listing(self) -> SessionListing:
+        """The listing facts alone (without the storage fields)."""
+        return SessionListing(**{name: getattr(self, name) for name in _LISTING_FIELDS})
 
     def summary(self) -> SessionSummary:
         """The row as session-reference discovery consumes it (label = title)."""
@@ -132,6 +143,9 @@ class CachedSession:
             label=self.title,
             display_title=self.subagent_label,
         )
+
+
+_LISTING_FIELDS = tuple(field.name for field in attrs.fields(SessionListing))
 
 
 @attrs.frozen
@@ -161,38 +175,29 @@ class RecordedModelRoute:
     """Epoch ms of the recording."""
 
 
+#: `CachedSession` attributes in the order of `_COLUMNS`.
+_ROW_FIELDS = (
+    "session_id",
+    "root_id",
+    "path",
+    "cwd",
+    "created_at",
+    "parent_session",
+    "origin",
+    "title",
+    "subagent_label",
+    "last_seq",
+    "file_size",
+    "file_mtime_ns",
+)
+
+
 def _row(values: Sequence[Any]) -> CachedSession:
-    return CachedSession(
-        session_id=values[0],
-        root_id=values[1],
-        path=values[2],
-        cwd=values[3],
-        created_at=values[4],
-        parent_session=values[5],
-        origin=values[6],
-        title=values[7],
-        subagent_label=values[8],
-        last_seq=values[9],
-        file_size=values[10],
-        file_mtime_ns=values[11],
-    )
+    return CachedSession(**dict(zip(_ROW_FIELDS, values, strict=True)))
 
 
 def _values(row: CachedSession) -> tuple[Any, ...]:
-    return (
-        row.session_id,
-        row.root_id,
-        row.path,
-        row.cwd,
-        row.created_at,
-        row.parent_session,
-        row.origin,
-        row.title,
-        row.subagent_label,
-        row.last_seq,
-        row.file_size,
-        row.file_mtime_ns,
-    )
+    return tuple(getattr(row, name) for name in _ROW_FIELDS)
 
 
 class ProjectionCache:

@@ -39,7 +39,7 @@ import trio
 
 from actors._agents import Agent
 from actors._log_header import SessionHeader
-from actors._projection_cache import CachedSession, ListCursor, RecordedModelRoute
+from actors._projection_cache import ListCursor, RecordedModelRoute, SessionListing
 from actors._remote import Remote, RemoteService
 from actors._store import SessionStore
 from actors._store_events import AppendRejectedError, EventInput, title_event
@@ -117,23 +117,17 @@ class ModelRouteInfo:
 
 
 @attrs.frozen(kw_only=True)
-class SessionInfo:
-    session_id: str
-    created_at: int
+class SessionInfo(SessionListing):
+    """A session's listing facts, plus the rest of its header and its live state."""
+
     delegation_depth: int
     #: The session's directory is served writable.
     writable: bool
     #: This server holds the session's write lock.
     writer: bool
     path: str
-    cwd: str | None = None
-    parent_session: str | None = None
     seed_length: int | None = None
-    origin: str | None = None
     agent_preset: str | None = None
-    title: str | None = None
-    subagent_label: str | None = None
-    last_seq: int | None = None
     model_route: ModelRouteInfo | None = None
 
 
@@ -143,31 +137,6 @@ class PageCursor:
 
     created_at: int
     session_id: str
-
-
-@attrs.frozen(kw_only=True)
-class SessionListing:
-    session_id: str
-    created_at: int
-    cwd: str | None = None
-    parent_session: str | None = None
-    origin: str | None = None
-    title: str | None = None
-    subagent_label: str | None = None
-    last_seq: int | None = None
-
-    @classmethod
-    def of(cls, row: CachedSession) -> SessionListing:
-        return cls(
-            session_id=row.session_id,
-            created_at=row.created_at,
-            cwd=row.cwd,
-            parent_session=row.parent_session,
-            origin=row.origin,
-            title=row.title,
-            subagent_label=row.subagent_label,
-            last_seq=row.last_seq,
-        )
 
 
 @attrs.frozen(kw_only=True)
@@ -307,7 +276,7 @@ class Sessions(RemoteService, key="sessions"):
         page = rows[:limit]
         more = len(rows) > limit
         return SessionPage(
-            sessions=[SessionListing.of(row) for row in page],
+            sessions=[row.listing() for row in page],
             next=PageCursor(created_at=page[-1].created_at, session_id=page[-1].session_id)
             if more
             else None,

@@ -21,9 +21,6 @@ import attrs
 
 from actors._log_errors import LogReadError
 from actors._log_layout import Compression
-from actors._log_reader import LoadedSession
-from actors._log_sequence import EventSequence, PackedRun
-from actors._log_surface import SurfaceFolder
 from actors._log_writer import DEFAULT_BATCH_DELAY
 from wire import InternalError, WireError
 
@@ -34,7 +31,6 @@ __all__ = [
     "SessionRoot",
     "StoreOptions",
     "file_identity",
-    "fold_of",
     "read_failure",
 ]
 
@@ -89,17 +85,3 @@ def file_identity(path: Path) -> tuple[int, ...] | None:
     except FileNotFoundError:
         return None
     return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
-
-
-def fold_of(loaded: LoadedSession) -> SurfaceFolder:
-    """The surface fold of a loaded log, ready to take further events."""
-    # As SessionLogWriter.open does: packed-row members are valid non-surface chunks.
-    folder = SurfaceFolder()
-    events = loaded.events
-    items = events.items if isinstance(events, EventSequence) else tuple(events)
-    for item in items:
-        if isinstance(item, PackedRun):
-            folder.skip(item.count)
-        else:
-            folder.apply(item)
-    return folder

@@ -47,7 +47,6 @@ from actors._store_options import (
     SessionRoot,
     StoreOptions,
     file_identity,
-    fold_of,
     read_failure,
 )
 from wire import InternalError, UnauthorizedError, UnavailableError
@@ -262,8 +261,14 @@ class SessionState:
                 items, side.folder, self.session_id, self._options.clock()
             )
             with trio.CancelScope(shield=True):
+                try:
+                    # check_batch applied the writer's rules already: queue without re-checking.
+                    side.writer.append_checked(recorded, folder)
+                except LogWriteError as error:  # pragma: no cover - seqs come from side.folder
+                    raise InternalError(f"log writer refused a checked batch: {error}") from None
                 for event in recorded:
-                    self._write_one(side, event)
+                    if "surfaceOp" in event:
+                        side.events[event["seq"]] = event
                 side.folder = folder
                 if self._options.durability != "write-behind":
                     await self._flush_locked(side)
@@ -272,21 +277,6 @@ class SessionState:
             return AppendOutcome(
                 seqs=tuple(event["seq"] for event in recorded), persisted=self._persisted()
             )
-
-    def _write_one(self, side: _WriterSide, event: Mapping[str, Any]) -> None:
-        try:
-            side.writer.append(
-                event["type"],
-                event["data"],
-                surface_op=event.get("surfaceOp"),
-                source_event_seqs=event.get("sourceEventSeqs"),
-                ignorable=event.get("ignorable", False) is True,
-                time_ms=event["time"],
-            )
-        except LogWriteError as error:  # pragma: no cover - check_batch applies the same rules
-            raise InternalError(f"log writer refused a checked event: {error}") from None
-        if "surfaceOp" in event:
-            side.events[event["seq"]] = event
 
     def _persisted(self) -> Persisted:
         durability = self._options.durability
@@ -376,9 +366,15 @@ class SessionState:
         return self._side
 
     def _open_sync(self, lock: SessionLock) -> _WriterSide:
+        # We hold the lock, so no writer of ours changes the file from here on; the log read
+        # as a reader is still current unless its identity changed since that read.
+        loaded = self._loaded
+        if loaded is None or file_identity(self.path) != self._identity:
+            loaded, self._identity = self._load_sync()
         try:
             writer = SessionLogWriter.open(
                 self.path,
+                loaded=loaded,
                 fsync=self._options.durability != "flush",
                 pack_chunks=self._options.pack_chunks,
             )
@@ -387,12 +383,8 @@ class SessionState:
         except LogWriteError as error:
             raise InternalError(f'session "{self.session_id}": {error}') from None
         try:
-            loaded = self._loaded
-            if loaded is None or len(loaded.events) != writer.next_seq:
-                # Another writer appended between our read and our lock: read it again.
-                loaded, _ = self._load_sync()
             events = {seq: loaded.events[seq] for seq in loaded.surface}
-            side = _WriterSide(writer=writer, lock=lock, folder=fold_of(loaded), events=events)
+            side = _WriterSide(writer=writer, lock=lock, folder=loaded.fold(), events=events)
             self._record_progress(side)
         except BaseException:
             writer.close()

@@ -4,8 +4,9 @@ directory, incrementally, with rejections and their reasons (issue 3, item 4).""
 from __future__ import annotations
 
 import io
-import json
-import shutil
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,11 @@ from actors._log_layout import log_path
 from actors._log_reader import load_session
 from actors._log_writer import SessionLogWriter
 from actors._projection_cache import ProjectionCache
+from tests.actors.test_store import header_record, realize_fixtures
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "dsh-sessions"
 _SUPPORT = "packages__test-support__acp-snapshot__tests__fixtures__"
 # The ten fixtures upstream's own loader rejects (session-log-format.md §13).
+ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM_REJECTS = {
     "apps__web__tests__snapshots__cordis-tool-round__session.jsonl",
     *(
@@ -50,26 +52,10 @@ UPSTREAM_REJECTS = {
 }
 
 
-def header_record(path: Path) -> dict[str, Any]:
-    with path.open("rb") as file:
-        record: dict[str, Any] = json.loads(file.readline())
-    return record
-
-
 @pytest.fixture
 def dsh_root(tmp_path: Path) -> dict[str, Path]:
     """The real fixtures laid out as a DSH sessions root; fixture name to its new path."""
-    if not FIXTURES.is_dir():
-        pytest.skip(f"DSH fixtures not found at {FIXTURES}")
-    root = tmp_path / "dsh"
-    placed = {}
-    for source in sorted(FIXTURES.iterdir()):
-        record = header_record(source)
-        target = log_path(root, record.get("cwd"), record["id"], "none")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
-        placed[source.name] = target
-    return placed
+    return realize_fixtures(tmp_path / "dsh")
 
 
 @pytest.fixture
@@ -278,3 +264,36 @@ def test_indexing_survives_a_file_vanishing_midway(
     monkeypatch.setattr(indexing, "_walk", walk_then_delete)
     summary = index_sessions(root, cache)
     assert (summary.found, summary.indexed) == (3, 2)
+
+
+def test_index_command_builds_then_refreshes_incrementally(
+    tmp_path: Path, dsh_root: dict[str, Path]
+) -> None:
+    """``agent-actors index --sessions DIR`` indexes every fixture, prints the summary with
+    each rejection and its reason, and a second run re-reads nothing."""
+    root = tmp_path / "dsh"
+    argv = [sys.executable, "-m", "actors", "index", "--sessions", str(root)]
+    argv += ["--data", str(tmp_path / "data")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def run() -> str:
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    total = len(dsh_root)
+    loaded = total - len(UPSTREAM_REJECTS)
+    first = run()
+    assert f": {total} transcripts, {loaded} read, 0 unchanged, 10 rejected" in first
+    for name in UPSTREAM_REJECTS:
+        assert f"  rejected {dsh_root[name]}: " in first
+    assert "failed validation: Error: seed request/header at index 0 lacks provider/model" in first
+    second = run()
+    # Rejected files that did not change are not re-read either; their reasons are kept.
+    assert f": {total} transcripts, 0 read, {total} unchanged, 10 rejected" in second
+    assert second.count("  rejected ") == 10
+    cache = ProjectionCache.open(tmp_path / "data" / "sessions.sqlite3")
+    try:
+        assert cache.count() == loaded
+    finally:
+        cache.close()

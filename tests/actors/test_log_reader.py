@@ -546,3 +546,13 @@ def test_damaged_zstd_bytes_fail_only_with_typed_errors(tmp_path: Path) -> None:
             load_session(path)
         except LogReadError:
             pass
+
+
+def test_open_turn_whose_last_event_lacks_time_is_a_validation_error(tmp_path: Path) -> None:
+    """Crash closers reuse the last event's time; an event without one is still rejected by
+    restore validation with a typed error naming the file (not a KeyError)."""
+    path = write_raw(tmp_path / "session.jsonl", b'{"type":"turn/start","seq":0,"data":{"turn":1}}')
+    with pytest.raises(LogValidationError) as caught:
+        load_session(path)
+    assert caught.value.path == path
+    assert "time" in caught.value.detail

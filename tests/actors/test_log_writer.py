@@ -538,6 +538,59 @@ def test_open_truncates_a_torn_raw_line(tmp_path: Path) -> None:
     assert [e["type"] for e in repaired.events] == ["turn/start", "turn/end"]
 
 
+def test_open_with_a_loaded_session_does_not_read_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given the caller's loaded log, open commits its repair without reading the file."""
+    writer = new_writer(tmp_path)
+    stream = crash_stream()
+    for _ in range(10):  # ends inside a turn: closers to commit
+        append_stream(writer, next(stream))
+    writer.close()
+    loaded = load_session(writer.path)
+
+    def no_reads(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the log was read again")
+
+    monkeypatch.setattr("actors._log_writer.load_session", no_reads)
+    reopened = SessionLogWriter.open(writer.path, loaded=loaded, clock=lambda: 42)
+    assert (reopened.next_seq, reopened.surface) == (13, loaded.surface)
+    reopened.set_title("after the repair")
+    reopened.close()
+    monkeypatch.undo()
+    repaired = load_session(writer.path)
+    assert (repaired.stored_count, repaired.closers) == (14, ())
+    assert list(repaired.events)[:13] == list(loaded.events)
+
+
+def test_append_checked_queues_without_revalidating(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pre-checked events are queued as given (no second check), adopting the caller's fold;
+    events that do not continue the log are refused and nothing is queued."""
+    reference = new_writer(tmp_path / "a")
+    recorded = [
+        reference.append("turn/start", {"turn": 1}),
+        reference.append("user/message", user_message("u1", "hi"), surface_op="append"),
+        reference.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}}),
+    ]
+    reference.close()
+    writer = new_writer(tmp_path / "b")
+    folder = load_session(reference.path).fold()
+    with pytest.raises(LogWriteError, match="do not continue the log at seq 0"):
+        writer.append_checked(recorded[1:], folder)
+    assert writer.pending_count == 0
+
+    def no_checks(*args: object, **kwargs: object) -> None:
+        raise AssertionError("validated twice")
+
+    monkeypatch.setattr("actors._log_writer.check_new_event", no_checks)
+    writer.append_checked(recorded, folder)
+    assert (writer.next_seq, writer.surface, writer.pending_count) == (3, (1,), 3)
+    writer.close()
+    assert list(load_session(writer.path).events) == recorded
+
+
 # --- a real process killed mid-stream ---
 
 CHILD = """

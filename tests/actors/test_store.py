@@ -412,6 +412,43 @@ async def test_second_writer_is_busy_until_the_first_releases(tmp_path: Path) ->
         await second.aclose()
 
 
+async def test_becoming_the_writer_reads_the_log_again_only_if_it_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader state turning writer reuses the log it loaded when the file is unchanged, and
+    reloads it when another writer appended meanwhile (then continues after those events)."""
+    import actors._log_writer as log_writer
+    import actors._store_state as store_state
+
+    reads: list[Path] = []
+
+    def counting(path: Path, **kwargs: Any) -> Any:
+        reads.append(path)
+        return load_session(path, **kwargs)
+
+    monkeypatch.setattr(store_state, "load_session", counting)
+    monkeypatch.setattr(log_writer, "load_session", counting)
+    first = await open_services(tmp_path / "data")
+    state = await new_session(first.directory)
+    await state.append(turn(1))
+    await first.aclose()
+    second = await open_services(tmp_path / "data")
+    third = await open_services(tmp_path / "data")
+    try:
+        unchanged = await second.directory.load("s1")
+        stale = await third.directory.load("s1")
+        assert unchanged is not None and stale is not None
+        assert (await unchanged.append(turn(2))).seqs[0] == 10
+        assert reads == []
+        await second.aclose()
+        assert (await stale.append([title_event("later")])).seqs == (20,)
+        assert reads == [stale.path]
+        assert load_session(stale.path).captured_through_seq == 20
+    finally:
+        await second.aclose()
+        await third.aclose()
+
+
 async def test_resuming_an_open_turn_commits_closers(tmp_path: Path) -> None:
     """A writer that stopped inside a turn leaves an open turn; the next writer commits the
     synthetic closers (spec §6.4) and continues after them."""

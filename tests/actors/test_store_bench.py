@@ -45,6 +45,12 @@ def test_a_tiny_run_writes_the_report_and_plot(tmp_path: Path) -> None:
     raw, zstd = report["load"]
     assert raw["decodedBytes"] == zstd["decodedBytes"] >= 0.2 * (1 << 20)
     assert raw["ours"]["records"] == zstd["ours"]["records"] > raw["plain"]["records"]
+    for entry in (raw["ours"], zstd["plain"]):
+        # Peak (VmHWM) of a fresh process: at least its RSS before the load, never below it.
+        assert entry["peakRssBytes"] >= entry["rssBeforeBytes"] > 1 << 20
+        assert entry["peakRssPerDecodedByte"] == round(
+            entry["peakRssBytes"] / raw["decodedBytes"], 3
+        )
     assert report["index"]["indexed"] == 20
     assert report["listing"]["rows"] == 300
     assert len(report["targets"]) == 3
