@@ -9,6 +9,7 @@ wait is bounded, and every process is killed in a ``finally`` if it has not exit
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -16,7 +17,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from bench._common import BenchError
 from bench._load_jobs import READY, RESULT_PREFIX, Job
 from bench._load_stats import decode_sum, summarize
 
-__all__ = ["ServerMonitor", "find_child", "run_phase", "split_concurrency"]
+__all__ = ["ServerMonitor", "find_child", "run_phase", "split_concurrency", "time_limit"]
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Seconds a load-generator process may take to import, connect and warm up.
@@ -101,6 +102,24 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
 
 
+#: ``time.monotonic()`` after which no phase starts (see :func:`time_limit`).
+_deadline: float | None = None
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Inside the block, :func:`run_phase` refuses to start a phase whose window would end
+    more than ``seconds`` from now (``None``: no limit), so a whole run stops by itself: it
+    overruns the limit by at most one phase's bounded waits."""
+    global _deadline
+    previous = _deadline
+    _deadline = None if seconds is None else time.monotonic() + seconds
+    try:
+        yield
+    finally:
+        _deadline = previous
+
+
 def run_phase(
     jobs: Sequence[Job],
     monitor: ServerMonitor | None,
@@ -112,11 +131,14 @@ def run_phase(
     ``at_start`` is called when the window opens (to start a profiler, say).
 
     Raises:
-        BenchError: a process failed, or did not get ready or report in time.
+        BenchError: a process failed, or did not get ready or report in time, or the run's
+            :func:`time_limit` does not leave room for this phase.
     """
     if not jobs:
         raise ValueError("a phase needs at least one job")
     duration = jobs[0].duration
+    if _deadline is not None and time.monotonic() + duration > _deadline:
+        raise BenchError("the run's time limit (--time-limit) leaves no room for this phase")
     with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
         processes: list[tuple[subprocess.Popen[bytes], Path, Path]] = []
         try:

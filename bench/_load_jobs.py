@@ -13,6 +13,7 @@ processes, and the latency histogram holds exactly those calls.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import sys
 import time
@@ -23,6 +24,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from bench._common import BenchError
 from bench._load_stats import encode_samples
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "Job",
     "Samples",
     "payload_of",
+    "require_loopback",
     "split_address",
     "wait_for_go",
 ]
@@ -74,6 +77,9 @@ class Job:
     payload_bytes: int = 64
     #: Agent ids to spread calls over (``ours``); call ``i`` of task ``t`` goes to one of them.
     agents: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+    #: Session ids ``prepare`` references (real DSH logs the server serves; see
+    #: :mod:`bench._load_sessions`); empty: other agents of the run.
+    sources: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     #: Untimed calls per connection before the window.
     warmup_calls: int = 50
     seed: int = 0
@@ -112,6 +118,26 @@ def split_address(address: str) -> tuple[str, int] | str:
     if parts.scheme == "ipc":
         return address.removeprefix("ipc://")
     raise ValueError(f"expected tcp://HOST:PORT or ipc:///PATH, got {address!r}")
+
+
+def require_loopback(address: str) -> str:
+    """Return ``address`` if it stays on this host: ``ipc://`` or tcp on a loopback address.
+
+    Raises:
+        BenchError: any other address (the benchmark never listens beyond loopback).
+    """
+    try:
+        where = split_address(address)
+    except ValueError as exc:
+        raise BenchError(str(exc)) from None
+    if isinstance(where, tuple):
+        try:
+            loopback = ipaddress.ip_address(where[0]).is_loopback
+        except ValueError:
+            loopback = where[0] == "localhost"
+        if not loopback:
+            raise BenchError(f"{address} is not a loopback address")
+    return address
 
 
 def wait_for_go() -> int:

@@ -29,9 +29,9 @@ import trio
 
 from bench._load_jobs import Go, Job, Samples, payload_of
 from bench._load_workloads import CALLS, CallContext, Typing
-from wire import CallCancelledError, Client, WireError, open_client
+from wire import CallCancelledError, CancelReason, Client, WireError, open_client
 
-__all__ = ["drive", "setup_server"]
+__all__ = ["drive", "setup_server", "supersede_bucket"]
 
 #: Seconds a process may take past its window to drain before it fails.
 _DRAIN = 30.0
@@ -54,6 +54,8 @@ async def _drive(job: Job, go: Go) -> Samples:
             args = {"agentId": job.agents[i % len(job.agents)], "payload": payload}
             if await client.call("diagnostics/echo", args) != payload:
                 raise RuntimeError("diagnostics/echo returned something else than its payload")
+        if job.calls[0] == _PREPARE and job.sources:
+            await _warm_sources(client, job)
         samples = Samples(await trio.to_thread.run_sync(go), job.duration)
         await trio.sleep(max(0.0, (samples.start_ns - time.monotonic_ns()) / 1e9))
         with trio.fail_after(job.duration + _DRAIN):
@@ -69,6 +71,21 @@ async def _drive(job: Job, go: Go) -> Samples:
         return samples
 
 
+_PREPARE = "sessionReferenceResolver/prepare"
+
+
+async def _warm_sources(client: Client, job: Job) -> None:
+    """Reference every source once before the window, so each is loaded from its log (its
+    agent activated) here and the window measures prepare itself, not first loads."""
+    for source in job.sources:
+        args = {
+            "agentId": job.agents[0],
+            "content": "warm up",
+            "references": [{"sessionId": source}],
+        }
+        await client.call(_PREPARE, args)
+
+
 def _agent(job: Job, task: int) -> str:
     return job.agents[(job.worker * job.concurrency + task) % len(job.agents)]
 
@@ -80,6 +97,7 @@ async def _closed(client: Client, job: Job, samples: Samples, payload: bytes) ->
         ctx = CallContext(
             agent_id=_agent(job, task),
             agents=job.agents,
+            sources=job.sources,
             payload=payload,
             handler_seconds=job.handler_seconds,
             rng=random.Random(f"{job.seed}/{job.worker}/{task}"),
@@ -104,6 +122,13 @@ async def _closed(client: Client, job: Job, samples: Samples, payload: bytes) ->
             nursery.start_soon(caller, task)
 
 
+def supersede_bucket(outcome: str) -> str:
+    """When a superseded call was stopped, from how it ended: ``before`` its handler ran
+    (``cancelled`` with ``state: queued``), ``during`` (``state: running``), ``after`` (its
+    result came back: the handler had finished); any other outcome is returned unchanged."""
+    return {"queued": "before", "running": "during", "result": "after"}.get(outcome, outcome)
+
+
 @attrs.define
 class _Pending:
     sent_ns: int
@@ -118,7 +143,9 @@ async def _keystroke(client: Client, job: Job, samples: Samples) -> None:
             await client.call(CALLS[name].endpoint, args, supersede=f"{typist}:{name}")
             outcome = "result"
         except CallCancelledError as exc:
-            outcome = exc.state or "unknown"
+            # Only a supersede may cancel these calls; any other reason is counted apart.
+            superseded = exc.reason is CancelReason.SUPERSEDED
+            outcome = (exc.state or "unknown") if superseded else f"cancelled:{exc.reason}"
         except WireError as exc:
             outcome = f"error:{exc.code.value}"
         ended = time.monotonic_ns()
@@ -130,7 +157,7 @@ async def _keystroke(client: Client, job: Job, samples: Samples) -> None:
             else:
                 samples.counters[f"notSuperseded:{outcome}"] += 1
             return
-        bucket = {"queued": "before", "running": "during", "result": "after"}.get(outcome, outcome)
+        bucket = supersede_bucket(outcome)
         samples.counters[f"superseded:{bucket}"] += 1
         if bucket in ("before", "during"):
             samples.add("supersedeToTerminal", ended - pending.superseded_ns)

@@ -1,4 +1,5 @@
-"""The load benchmark's report: ratios, targets with margins, the text tables and the plots.
+"""The load benchmark's report: ratios, targets with margins and the text tables (the plots
+are in :mod:`bench._load_plots`).
 
 Everything here works on the JSON report (see ``docs/benchmarks.md``), so it can be tested on
 synthetic numbers and re-rendered from a saved report.
@@ -7,16 +8,16 @@ synthetic numbers and re-rendered from a saved report.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from bench._common import format_count, format_ratio, format_table
 
 __all__ = [
     "PAYLOADS",
+    "SUPERSEDED_WHEN",
     "echo_ratios",
     "evaluate_targets",
-    "plot_report",
+    "phase_at",
     "render_tables",
 ]
 
@@ -26,11 +27,15 @@ PAYLOADS = {"64B": 64, "64KiB": 65536}
 #: pyzmq+msgpack" (echo 64 B over tcp loopback at 128 in flight).
 RATIO_TARGETS = (("zerorpc", 5.0), ("grpc", 5.0), ("rpyc", 1.0), ("raw", 0.4))
 _TRANSPORTS = {"tcp": "tcp loopback (127.0.0.1)", "ipc": "ipc (a local socket file)"}
+#: How superseded calls ended (``superseded:WHEN`` counters): cancelled before their handler
+#: ran, while it ran, or after it had finished (the result crossed the cancel).
+SUPERSEDED_WHEN = ("before", "during", "after")
 #: "cancel p99 at most 1 ms".
 CANCEL_P99_LIMIT_MS = 1.0
 
 
-def _phase_at(phases: Sequence[Mapping[str, Any]], in_flight: int) -> Mapping[str, Any] | None:
+def phase_at(phases: Sequence[Mapping[str, Any]], in_flight: int) -> Mapping[str, Any] | None:
+    """The phase of ``phases`` run at ``in_flight`` calls in flight, or ``None``."""
     return next((p for p in phases if p["inFlight"] == in_flight), None)
 
 
@@ -46,7 +51,7 @@ def echo_ratios(echo: Mapping[str, Any]) -> dict[str, dict[str, dict[str, float 
                 continue
             row: dict[str, float | None] = {}
             for phase in phases:
-                mine = _phase_at(ours, phase["inFlight"])
+                mine = phase_at(ours, phase["inFlight"])
                 theirs = phase["callsPerSecond"]
                 value = mine["callsPerSecond"] / theirs if mine and theirs else None
                 row[str(phase["inFlight"])] = None if value is None else round(value, 4)
@@ -155,7 +160,7 @@ def _echo_tables(report: Mapping[str, Any], payload: str) -> str:
         phases = stacks.get(name, [])
         cells = []
         for n in levels:
-            phase = _phase_at(phases, n)
+            phase = phase_at(phases, n)
             cells.append(format_count(phase["callsPerSecond"]) if phase else "n/a")
         mark = "" if name == "ours" else format_ratio(ratios.get(name, {}).get(str(level)))
         rows.append([labels[name], *cells, mark])
@@ -175,7 +180,7 @@ def _echo_tables(report: Mapping[str, Any], payload: str) -> str:
         ]
     ]
     for name, phases in stacks.items():
-        phase = _phase_at(phases, level)
+        phase = phase_at(phases, level)
         if phase is None:
             continue
         lat, server = phase["latency"], phase["server"]
@@ -195,8 +200,17 @@ def _echo_tables(report: Mapping[str, Any], payload: str) -> str:
                 f"{phase.get('otherCpuSeconds', 0.0):.2f}",
             ]
         )
+    ratio_rows = [["ours / peer by calls in flight", *(str(n) for n in levels)]]
+    for name in report["stacks"]:
+        if name != "ours" and name in ratios:
+            ratio_rows.append(
+                [labels[name], *(format_ratio(ratios[name].get(str(n))) for n in levels)]
+            )
     title = f"echo, {PAYLOADS[payload]:,} B payload"
-    return f"{title}\n{format_table(rows)}\n\n{format_table(detail)}"
+    tables = [format_table(rows), format_table(ratio_rows), format_table(detail)]
+    if len(ratio_rows) == 1:
+        del tables[1]
+    return f"{title}\n" + "\n\n".join(tables)
 
 
 def _keystroke_table(report: Mapping[str, Any], key: str = "keystroke") -> str:
@@ -206,18 +220,17 @@ def _keystroke_table(report: Mapping[str, Any], key: str = "keystroke") -> str:
     if not ks:
         return ""
     c = ks["counters"]
-    superseded = sum(v for k, v in c.items() if k.startswith("superseded:"))
+    split = [c.get(f"superseded:{when}", 0) for when in SUPERSEDED_WHEN]
+    ended = sum(v for k, v in c.items() if k.startswith(("superseded:", "notSuperseded:")))
     rows = [
-        ["keystrokes", "calls", "completed", "superseded", "before", "during", "after", "other"],
+        ["keystrokes", "calls", "completed", "superseded", *SUPERSEDED_WHEN, "other"],
         [
             str(c.get("keystrokes", 0)),
             str(c.get("calls", 0)),
             str(c.get("completed", 0)),
-            str(superseded),
-            str(c.get("superseded:before", 0)),
-            str(c.get("superseded:during", 0)),
-            str(c.get("superseded:after", 0)),
-            str(sum(v for k, v in c.items() if k.startswith("notSuperseded"))),
+            str(sum(split)),
+            *(str(n) for n in split),
+            str(ended - sum(split)),
         ],
     ]
     lat = ks["latency"]
@@ -250,7 +263,17 @@ def _prepare_table(report: Mapping[str, Any]) -> str:
             _us(server.get("cpuUsPerCall")),
         ],
     ]
-    return format_table(rows)
+    sources = prepare.get("sources")
+    if not sources:
+        return format_table(rows)
+    about = (
+        f"sources: {sources['sessions']} real session logs from {sources['origin']} "
+        f"({sources['rejected']} left out: rejected by the index), "
+        f"{sources['totalBytes'] / 2**20:.1f} MiB in all, log size p50 "
+        f"{sources['p50Bytes'] / 1024:.1f} KiB, p90 {sources['p90Bytes'] / 1024:.1f} KiB, "
+        f"max {sources['maxBytes'] / 1024:.1f} KiB"
+    )
+    return f"{format_table(rows)}\n{about}"
 
 
 def _cancel_table(report: Mapping[str, Any]) -> str:
@@ -330,107 +353,3 @@ def render_tables(report: Mapping[str, Any]) -> str:
     parts.append(_profile_tables(report))
     parts.append(format_table(_target_rows(report["targets"])))
     return "\n\n".join(p for p in parts if p)
-
-
-def plot_report(report: Mapping[str, Any], directory: Path, stem: str = "load") -> list[Path]:
-    """One PNG per echo payload (throughput vs in flight; CDFs at the target level) and one of
-    cancel latencies; returns the paths written."""
-    labels = {name: s["label"] for name, s in report["stacks"].items()}
-    config = report["config"]
-    paths = []
-    for payload in PAYLOADS:
-        data = report["echo"].get(payload)
-        if not data or not data["stacks"]:
-            continue
-        at = config["targetInFlight"]
-        at = at if at in data["inFlight"] else max(data["inFlight"])
-        stacks = data["stacks"]
-        cdfs = {}
-        for name, phases in stacks.items():
-            phase = _phase_at(phases, at)
-            if phase:
-                cdfs[labels[name]] = phase["latency"]["cdf"]
-        path = directory / f"{stem}-echo-{payload.lower()}.png"
-        _plot(
-            path,
-            f"echo, {PAYLOADS[payload]:,} B payload, {config['transport']} loopback, "
-            f"{config['processes']} client processes",
-            throughput={
-                labels[name]: {p["inFlight"]: p["callsPerSecond"] for p in phases}
-                for name, phases in stacks.items()
-                if phases
-            },
-            cdfs=cdfs,
-            cdf_title=f"latency CDF at {at} in flight",
-        )
-        paths.append(path)
-    cdfs = {}
-    cancel = report.get("cancel") or {}
-    for key, label in (("idle", "cancel, idle"), ("underLoad", "cancel, under echo load")):
-        if cancel.get(key) and cancel[key]["latency"]["count"]:
-            cdfs[label] = cancel[key]["latency"]["cdf"]
-    for key, label in (("keystroke", "stand-in"), ("keystrokeReferences", "references")):
-        series = (report.get(key) or {}).get("series", {}).get("supersedeToTerminal")
-        if series and series["count"]:
-            cdfs[f"keystroke ({label}): supersede to terminal frame"] = series["cdf"]
-    if cdfs:
-        path = directory / f"{stem}-cancel.png"
-        _plot(path, "cancellation latency", cdfs=cdfs, limits={"1 ms target": 1000.0})
-        paths.append(path)
-    return paths
-
-
-def _tick(microseconds: float) -> str:
-    return f"{microseconds / 1000:g}k" if microseconds >= 1000 else f"{microseconds:g}"
-
-
-def _plot(
-    path: Path,
-    title: str,
-    *,
-    cdfs: Mapping[str, Sequence[Sequence[float | None]]],
-    throughput: Mapping[str, Mapping[int, float]] | None = None,
-    cdf_title: str = "",
-    limits: Mapping[str, float] | None = None,
-) -> None:
-    """Latency CDFs (log microseconds), beside calls/s against calls in flight if given."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, LogLocator
-
-    figure = Figure(figsize=(12 if throughput else 7, 4.5), layout="constrained")
-    FigureCanvasAgg(figure)
-    if throughput:
-        left, right = figure.subplots(1, 2)
-        for label, points in throughput.items():
-            levels = sorted(points)
-            left.plot(levels, [points[n] for n in levels], marker="o", label=label)
-        every = sorted({n for points in throughput.values() for n in points})
-        left.set_xscale("log", base=2)
-        left.set_xticks(every, [str(n) for n in every])
-        left.set_ylim(bottom=0)
-        left.set_xlabel("calls in flight (total over all client processes)")
-        left.set_ylabel("calls/s")
-        left.set_title("throughput")
-        left.grid(True, alpha=0.3)
-        left.legend(fontsize="small")
-    else:
-        right = figure.subplots()
-    for label, cdf in cdfs.items():
-        pairs = [(float(us), float(p) / 100) for p, us in cdf if us is not None and p is not None]
-        if pairs:
-            right.step([u for u, _ in pairs], [f for _, f in pairs], where="post", label=label)
-    for label, x in (limits or {}).items():
-        right.axvline(x, linestyle="--", color="grey", linewidth=1, label=label)
-    right.set_xscale("log")
-    right.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    right.xaxis.set_major_formatter(FuncFormatter(lambda value, _: _tick(value)))
-    right.set_ylim(0, 1.0)
-    right.set_xlabel("latency (µs)")
-    right.set_ylabel("fraction of samples")
-    right.set_title(cdf_title)
-    right.grid(True, which="both", alpha=0.3)
-    right.legend(loc="lower right", fontsize="small")
-    figure.suptitle(title)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=80)

@@ -15,12 +15,13 @@ import attrs
 import trio
 
 from actors._serve import READY_LINE
-from bench._common import progress, server_process
+from bench._common import BenchError, progress, server_process
 from bench._load_generator import ServerMonitor, find_child, run_phase, split_concurrency
-from bench._load_jobs import Job
+from bench._load_jobs import Job, require_loopback
 from bench._load_ours import setup_server
 from bench._load_profile import Recording, summarize_collapsed
 from bench._load_report import PAYLOADS
+from bench._load_sessions import SourceSessions, place_sessions
 from bench._load_settings import ROOT, LoadSettings
 from bench._load_workloads import REAL_COMPLETION, missing_endpoints
 from bench.peers import READY_PREFIX
@@ -131,9 +132,12 @@ def run_ours(report: dict[str, Any], settings: LoadSettings, tmp: str) -> None:
     data = Path(tmp) / "data"
     argv = [sys.executable, "-m", "actors", "serve"]
     argv += ["--endpoint", _address(settings, tmp, "ours"), "--data", str(data)]
+    sources = _place_sources(report, settings, Path(tmp), data)
+    if sources is not None:
+        argv += ["--sessions", str(sources.root)]
     progress("ours: starting `python -m actors serve`")
     with server_process(argv, ready_prefix=READY_LINE, cwd=ROOT) as addresses:
-        address = addresses[0]
+        address = require_loopback(addresses[0])
         monitor = ServerMonitor(find_child(argv))
         agents, served = trio.run(setup_server, address, settings.agents, str(settings.cwd))
         _run_echo(report, "ours", address, monitor, settings, agents)
@@ -161,7 +165,28 @@ def run_ours(report: dict[str, Any], settings: LoadSettings, tmp: str) -> None:
                 calls=REAL_COMPLETION,
                 key="keystrokeReferences",
             )
-        _run_prepare(report, settings, base, monitor, served)
+        _run_prepare(report, settings, base, monitor, served, sources)
+
+
+def _place_sources(
+    report: dict[str, Any], settings: LoadSettings, tmp: Path, data: Path
+) -> SourceSessions | None:
+    """Copy and index the real session logs ``prepare`` references (``report["sessions"]``)."""
+    origin = settings.sessions_from
+    if origin is None:
+        report["sessions"] = {"skipped": "no session logs asked for (--sessions-from none)"}
+        return None
+    if not origin.is_dir():
+        report["sessions"] = {"skipped": f"DSH session logs not found at {origin}"}
+        return None
+    progress(f"ours: copying and indexing the session logs of {origin}")
+    try:
+        sources = place_sessions(origin, tmp / "dsh-sessions", data)
+    except (BenchError, OSError) as exc:
+        report["sessions"] = {"skipped": f"{type(exc).__name__}: {exc}"}
+        return None
+    report["sessions"] = sources.describe()
+    return sources
 
 
 def _run_keystroke(
@@ -209,17 +234,36 @@ def _run_prepare(
     base: Job,
     monitor: ServerMonitor,
     served: list[str],
+    sources: SourceSessions | None,
 ) -> None:
     name = "sessionReferenceResolver/prepare"
     if missing_endpoints([name], served):
         report["prepare"] = {"skipped": f"the server does not serve {name} yet"}
         return
-    progress(f"ours: prepare, {settings.prepare_in_flight} in flight")
+    if sources is None:
+        reason = report["sessions"]["skipped"]
+        report["prepare"] = {"skipped": f"no real-size session logs: {reason}"}
+        return
+    progress(
+        f"ours: prepare over {len(sources.ids)} real session logs, "
+        f"{settings.prepare_in_flight} in flight"
+    )
     jobs = [
-        attrs.evolve(base, worker=i, concurrency=m, calls=(name,), duration=settings.duration)
+        attrs.evolve(
+            base,
+            worker=i,
+            concurrency=m,
+            calls=(name,),
+            sources=sources.ids,
+            duration=settings.duration,
+        )
         for i, m in enumerate(split_concurrency(settings.prepare_in_flight, settings.processes))
     ]
-    report["prepare"] = {"inFlight": settings.prepare_in_flight, **run_phase(jobs, monitor)}
+    report["prepare"] = {
+        "inFlight": settings.prepare_in_flight,
+        "sources": sources.describe(),
+        **run_phase(jobs, monitor),
+    }
 
 
 def _run_cancel(
@@ -262,4 +306,4 @@ def run_peer(report: dict[str, Any], settings: LoadSettings, tmp: str, name: str
     progress(f"{name}: starting its echo server")
     with server_process(argv, ready_prefix=READY_PREFIX, cwd=ROOT) as addresses:
         monitor = ServerMonitor(find_child(argv))
-        _run_echo(report, name, addresses[0], monitor, settings, [])
+        _run_echo(report, name, require_loopback(addresses[0]), monitor, settings, [])

@@ -10,8 +10,8 @@ workload with a note otherwise.
 - ``diagnostics/sleep``: the keystroke workload's stand-in handler, sleeping a short random time.
 - ``fileReferences/list`` and ``sessionReferenceResolver/candidates``: the real keystroke
   completion calls, one of each per keystroke once the server serves them.
-- ``sessionReferenceResolver/prepare``: the prepare workload, 1-3 references to other agents'
-  sessions per call.
+- ``sessionReferenceResolver/prepare``: the prepare workload, 1-3 references per call to the
+  real session logs the server serves (``CallContext.sources``), or to other agents' sessions.
 """
 
 from __future__ import annotations
@@ -38,8 +38,10 @@ class CallContext:
     """What a builder may use to make one call's arguments."""
 
     agent_id: str
-    #: Every agent of the run (``prepare`` references other agents' sessions).
+    #: Every agent of the run.
     agents: Sequence[str]
+    #: Sessions ``prepare`` may reference (empty: the other agents of the run).
+    sources: Sequence[str] = ()
     #: What the simulated user has typed of the current mention (keystroke workload).
     query: str = ""
     #: Unique per call; the stand-in handler records it so a cancel can be traced.
@@ -79,7 +81,8 @@ def _candidates(ctx: CallContext) -> dict[str, Any]:
 
 
 def _prepare(ctx: CallContext) -> dict[str, Any]:
-    others = [a for a in ctx.agents if a != ctx.agent_id] or [ctx.agent_id]
+    pool = ctx.sources or ctx.agents
+    others = [a for a in pool if a != ctx.agent_id] or [ctx.agent_id]
     chosen = ctx.rng.sample(others, k=min(len(others), ctx.rng.randint(1, 3)))
     mentions = " ".join(f"@[{a}](dsh-session:{a})" for a in chosen)
     return {

@@ -1,13 +1,14 @@
 """Load benchmark: agent-actors under many clients and many agents, beside its Python peers.
 
-``python -m bench.load [--quick] [--transport tcp|ipc] [--processes N] [--in-flight 1,8,...]
-[--duration S] [--agents K] [--peers raw,zerorpc,grpc,rpyc,pyro5] [--out PATH]``
+``python -m bench.load [--quick] [--transport tcp|ipc] [--processes N] [--in-flight 1,8,...
+| --per-process M,...] [--agents K] [--duration S] [--peers raw,zerorpc,grpc,rpyc,pyro5]
+[--sessions-from DIR] [--time-limit S] [--out PATH]`` (``--help`` lists every option)
 
 One server at a time (agent-actors, then each peer) runs in its own process on loopback; the
-load comes from N client processes with M calls in flight each. Workloads: echo of 64 B and
-64 KiB (every stack), keystroke-rate completion with latest-wins cancellation, prepare (once
-served), and cancel-to-quiescence probes, idle and under load. ``docs/benchmarks.md`` explains
-every number.
+load comes from N client processes with M calls in flight each, spread over K agents.
+Workloads: echo of 64 B and 64 KiB (every stack), keystroke-rate completion with latest-wins
+cancellation, prepare over real DSH session logs, and cancel-to-quiescence probes, idle and
+under load. ``docs/benchmarks.md`` explains every number.
 """
 
 from __future__ import annotations
@@ -29,21 +30,25 @@ import zmq
 
 from bench._common import (
     BenchError,
-    explain_failure,
+    Stopped,
+    bench_parser,
     machine_info,
+    option_changes,
     progress,
-    sigterm_as_interrupt,
-    write_json,
+    publish,
+    run_guarded,
 )
+from bench._load_generator import time_limit
+from bench._load_plots import plot_report
 from bench._load_profile import py_spy
 from bench._load_report import (
     PAYLOADS,
     echo_ratios,
     evaluate_targets,
-    plot_report,
     render_tables,
 )
 from bench._load_runs import run_ours, run_peer
+from bench._load_sessions import FIXTURES
 from bench._load_settings import DEFAULT_OUT, LoadSettings
 from bench._load_workloads import CALLS, DEFAULT_COMPLETION
 from bench.peers import PEERS
@@ -68,7 +73,10 @@ def run_load(
     """
     started_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     clock = time.perf_counter()
-    config = attrs.asdict(settings) | {"cwd": str(settings.cwd)}
+    config = attrs.asdict(settings) | {
+        "cwd": str(settings.cwd),
+        "sessions_from": None if settings.sessions_from is None else str(settings.sessions_from),
+    }
     report: dict[str, Any] = {
         "benchmark": "load",
         "startedAt": started_at,
@@ -109,7 +117,7 @@ def run_load(
             "concurrencyModel": peer.concurrency_model,
             "status": "pending",
         }
-    with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp, time_limit(settings.time_limit):
         for name, stack in report["stacks"].items():
             reason = None if name == "ours" else PEERS[name].missing()
             if reason:
@@ -155,14 +163,27 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.load", description=(__doc__ or "").split("\n")[0]
+    parser = bench_parser(
+        "python -m bench.load",
+        __doc__,
+        out=DEFAULT_OUT,
+        quick_help="a smoke run of well under 30 s",
+        out_help="JSON report; PNGs go beside it",
     )
     add = parser.add_argument
-    add("--quick", action="store_true", help="a smoke run of well under 30 s")
     add("--transport", choices=("tcp", "ipc"), help="loopback transport (default tcp)")
     add("--processes", type=int, help="load-generator processes N (default 2)")
-    add("--in-flight", type=_levels, help="echo 64 B levels (default 1,8,32,128,256)")
+    add(
+        "--in-flight",
+        type=_levels,
+        help="echo 64 B levels: calls in flight in all, N x M (default 1,8,32,128,256)",
+    )
+    add(
+        "--per-process",
+        type=_levels,
+        metavar="M,...",
+        help="echo 64 B levels as calls in flight per process M (instead of --in-flight)",
+    )
     add(
         "--in-flight-large",
         type=_levels_or_none,
@@ -171,6 +192,12 @@ def _parser() -> argparse.ArgumentParser:
     add("--duration", type=float, help="seconds per phase (default 3)")
     add("--agents", type=int, help="agents K the calls are spread over (default 8)")
     add("--cwd", type=Path, help="the agents' working directory (default: this project)")
+    add(
+        "--sessions-from",
+        metavar="DIR|none",
+        help="raw DSH logs (*.jsonl) served and referenced by prepare, copied into a temporary "
+        f"directory (default: the real fixtures, {FIXTURES})",
+    )
     add("--peers", type=_names, help=f"peers to run, or none (default {','.join(PEERS)})")
     add("--typists", type=int, help="simulated typists (default 64)")
     add(
@@ -180,40 +207,44 @@ def _parser() -> argparse.ArgumentParser:
         f"{', '.join(CALLS)})",
     )
     add("--target-in-flight", type=int, help="level where targets are read (default 128)")
+    add("--time-limit", type=float, help="seconds after which no phase starts (default 1800)")
     add("--retries", type=int, help="re-runs of an echo phase disturbed by others (default 2)")
     add(
         "--profile",
         type=_names,
-        help="stacks whose server py-spy records at the target level, e.g. ours,raw",
+        help="stacks whose server py-spy records at the target level, e.g. ours,raw, or none "
+        "(default ours when py-spy is installed)",
     )
-    add("--out", type=Path, default=DEFAULT_OUT, help="JSON report; PNGs go beside it")
     add("--plots", type=Path, help="directory for the PNGs (default: beside the JSON)")
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+_FIELDS = (
+    "transport",
+    "processes",
+    "in_flight",
+    "in_flight_large",
+    "duration",
+    "agents",
+    "cwd",
+    "peers",
+    "typists",
+    "completion",
+    "target_in_flight",
+    "profile",
+    "retries",
+    "time_limit",
+)
+_POSITIVE = ("processes", "duration", "agents", "typists", "target_in_flight", "time_limit")
+
+
+def _settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> LoadSettings:
     settings = LoadSettings.quick_run() if args.quick else LoadSettings()
-    fields = (
-        "transport",
-        "processes",
-        "in_flight",
-        "in_flight_large",
-        "duration",
-        "agents",
-        "cwd",
-        "peers",
-        "typists",
-        "completion",
-        "target_in_flight",
-        "profile",
-        "retries",
-    )
-    changes = {f: getattr(args, f) for f in fields if getattr(args, f) is not None}
-    for key in ("processes", "duration", "agents", "typists", "target_in_flight"):
-        if key in changes and changes[key] <= 0:
-            parser.error(f"--{key.replace('_', '-')} must be positive")
+    if args.per_process is not None:
+        if args.in_flight is not None:
+            parser.error("give --in-flight or --per-process, not both")
+        args.in_flight = tuple(m * (args.processes or settings.processes) for m in args.per_process)
+    changes = option_changes(parser, args, _FIELDS, positive=_POSITIVE)
     if changes.get("retries", 0) < 0:
         parser.error("--retries must not be negative")
     unknown = [p for p in changes.get("peers", ()) if p not in PEERS]
@@ -227,25 +258,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--completion takes names among {', '.join(CALLS)}")
     if "in_flight" in changes and "target_in_flight" not in changes:
         changes["target_in_flight"] = 128 if 128 in changes["in_flight"] else max(args.in_flight)
-    settings = attrs.evolve(settings, **changes)
+    if args.sessions_from is not None:
+        changes["sessions_from"] = (
+            None if args.sessions_from == "none" else Path(args.sessions_from)
+        )
+    return attrs.evolve(settings, **changes)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    settings = _settings(parser, args)
     out: Path = args.out
-    try:
-        with sigterm_as_interrupt():
-            report = run_load(settings, profile_dir=out.parent, profile_stem=out.stem)
-    except BaseException as exc:
-        expected = (BenchError, WireError, zmq.ZMQError, trio.TooSlowError, OSError)
-        status = explain_failure("bench.load", exc, expected)
-        if status is None:
-            raise
-        return status
+    expected = (BenchError, WireError, zmq.ZMQError, trio.TooSlowError, OSError)
+    report = run_guarded(
+        "bench.load",
+        lambda: run_load(settings, profile_dir=out.parent, profile_stem=out.stem),
+        expected,
+    )
+    if isinstance(report, Stopped):
+        return report.status
     plots = plot_report(report, args.plots or out.parent, stem=out.stem)
     report["plots"] = [str(p) for p in plots]
-    write_json(out, report)
-    print(render_tables(report))
-    print(f"\nreport: {out}")
-    for path in plots:
-        print(f"plot:   {path}")
-    return 0
+    return publish(out, report, table=render_tables(report), plots=plots)
 
 
 if __name__ == "__main__":

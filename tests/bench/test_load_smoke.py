@@ -15,10 +15,14 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # bench/ is not an installed package (pyproject lists actors, wire)
     sys.path.insert(0, str(ROOT))
 
-from bench._load_generator import merge, split_concurrency  # noqa: E402
-from bench._load_jobs import Job, Samples, split_address  # noqa: E402
+from bench import load  # noqa: E402
+from bench._common import BenchError, Stopped, option_changes, run_guarded  # noqa: E402
+from bench._load_generator import merge, run_phase, split_concurrency, time_limit  # noqa: E402
+from bench._load_jobs import Job, Samples, require_loopback, split_address  # noqa: E402
+from bench._load_ours import supersede_bucket  # noqa: E402
 from bench._load_profile import summarize_collapsed  # noqa: E402
 from bench._load_report import echo_ratios, evaluate_targets, render_tables  # noqa: E402
+from bench._load_sessions import FIXTURES, place_sessions, size_summary  # noqa: E402
 from bench._load_stats import decode_sum, encode_samples, summarize  # noqa: E402
 from bench._load_workloads import CALLS, CallContext, Typing, missing_endpoints  # noqa: E402
 from bench.peers import PEERS  # noqa: E402
@@ -197,6 +201,161 @@ def test_profile_summary_ranks_functions_by_self_time() -> None:
     assert summary["totalPercent"][0] == ["run (trio/_run.py)", 100.0]
 
 
+def test_prepare_references_the_real_sources_when_given() -> None:
+    """With sources, prepare references 1-3 of them; without, the run's other agents."""
+    import random
+
+    sources = [f"src-{i}" for i in range(10)]
+    for seed in range(20):
+        ctx = CallContext(
+            agent_id="a1", agents=["a1", "a2"], sources=sources, rng=random.Random(seed)
+        )
+        refs = [
+            r["sessionId"]
+            for r in CALLS["sessionReferenceResolver/prepare"].build(ctx)["references"]
+        ]
+        assert 1 <= len(refs) <= 3 and set(refs) <= set(sources) and len(set(refs)) == len(refs)
+    ctx = CallContext(agent_id="a1", agents=["a1", "a2"])
+    refs = CALLS["sessionReferenceResolver/prepare"].build(ctx)["references"]
+    assert [r["sessionId"] for r in refs] == ["a2"]
+
+
+def test_superseded_calls_are_split_by_when_the_cancel_landed() -> None:
+    """A cancel while queued is before the handler ran, while running during, a result after."""
+    assert supersede_bucket("queued") == "before"
+    assert supersede_bucket("running") == "during"
+    assert supersede_bucket("result") == "after"
+    assert supersede_bucket("error:overloaded") == "error:overloaded"
+
+
+def test_keystroke_table_accounts_for_every_call() -> None:
+    """The table shows before/during/after, and other outcomes apart, summing to the calls."""
+    report = _report(ours_128=20_000.0, cancel_p99_us=500.0)
+    counters = {
+        "keystrokes": 20,
+        "calls": 20,
+        "completed": 7,
+        "superseded:before": 3,
+        "superseded:during": 5,
+        "superseded:after": 2,
+        "superseded:cancelled:shutdown": 1,
+        "notSuperseded:error:overloaded": 2,
+    }
+    report["keystroke"] = {
+        "completionCalls": ["diagnostics/sleep"],
+        "typists": 4,
+        "seconds": 1.0,
+        "counters": counters,
+        "latency": _latency(1000.0),
+        "series": {},
+    }
+    table = render_tables(report).split("keystroke completion (diagnostics/sleep)")[1]
+    header, row = table.splitlines()[1:3]
+    assert header.split() == [
+        "keystrokes",
+        "calls",
+        "completed",
+        "superseded",
+        "before",
+        "during",
+        "after",
+        "other",
+    ]
+    assert row.split() == ["20", "20", "7", "10", "3", "5", "2", "3"]
+
+
+def test_ratios_are_tabled_at_every_level() -> None:
+    """Besides the ratio at the target level, the table lists ours / peer at every level."""
+    text = render_tables(_report(ours_128=20_000.0, cancel_p99_us=500.0))
+    assert "ours / peer by calls in flight" in text
+    section = text.split("ours / peer by calls in flight")[1]
+    zerorpc = next(line for line in section.splitlines() if line.startswith("zerorpc"))
+    assert zerorpc.split()[-2:] == ["20.00x", "20.00x"]
+
+
+def test_only_loopback_addresses_are_accepted() -> None:
+    """tcp on 127.0.0.1, ::1 or localhost and ipc pass; any other host is refused."""
+    for ok in ("tcp://127.0.0.1:5", "tcp://[::1]:5", "tcp://localhost:5", "ipc:///tmp/x"):
+        assert require_loopback(ok) == ok
+    for bad in ("tcp://0.0.0.0:5", "tcp://10.1.2.3:5", "tcp://example.com:5", "udp://x"):
+        with pytest.raises(BenchError):
+            require_loopback(bad)
+
+
+def test_no_phase_starts_past_the_time_limit() -> None:
+    """Under a spent time limit a phase is refused before any process starts."""
+    job = Job(stack="raw", address="tcp://127.0.0.1:1", duration=1.0)
+    with time_limit(0.5), pytest.raises(BenchError, match="time limit"):
+        run_phase([job], None)
+
+
+def _minimal_log(path: Path, session_id: str) -> None:
+    header = {"type": "session", "version": 0, "id": session_id, "createdAt": 1, "cwd": "/p"}
+    header["delegationDepth"] = 0
+    path.write_text(json.dumps(header) + "\n")
+
+
+def test_session_logs_are_placed_and_indexed_in_the_run_directory(tmp_path: Path) -> None:
+    """Logs are copied into a DSH layout; unreadable headers and duplicate ids are left out."""
+    origin = tmp_path / "origin"
+    (origin / "nested").mkdir(parents=True)
+    _minimal_log(origin / "a.jsonl", "one")
+    _minimal_log(origin / "nested" / "b.jsonl", "two")
+    _minimal_log(origin / "c.jsonl", "one")  # the same id again
+    (origin / "d.jsonl").write_text("not json\n")
+    placed = place_sessions(origin, tmp_path / "root", tmp_path / "data")
+    assert sorted(placed.ids) == ["one", "two"] and placed.rejected == 2
+    assert len(list((tmp_path / "root").rglob("session.jsonl"))) == 2
+    assert (tmp_path / "data" / "sessions.sqlite3").is_file()
+    assert placed.describe()["sessions"] == 2
+    with pytest.raises(BenchError, match="no raw DSH"):
+        place_sessions(tmp_path / "data", tmp_path / "root2", tmp_path / "data2")
+
+
+def test_the_real_fixtures_are_served_except_those_the_index_rejects(tmp_path: Path) -> None:
+    """The 169 real DSH logs give 159 sources; the ten upstream rejects are left out."""
+    if not FIXTURES.is_dir():
+        pytest.skip(f"DSH fixtures not found at {FIXTURES}")
+    placed = place_sessions(FIXTURES, tmp_path / "root", tmp_path / "data")
+    assert len(placed.ids) == 159 and placed.rejected == 10
+    summary = placed.describe()
+    assert summary["p50Bytes"] <= summary["p90Bytes"] <= summary["maxBytes"]
+    assert size_summary([])["sessions"] == 0
+
+
+def test_cli_helpers_report_bad_options_and_expected_failures() -> None:
+    """Non-positive options stop the parser; an expected failure becomes an exit status."""
+    parser = load._parser()
+    args = parser.parse_args(["--duration", "0"])
+    with pytest.raises(SystemExit):
+        option_changes(parser, args, ["duration", "agents"], positive=["duration"])
+    assert option_changes(parser, parser.parse_args(["--agents", "3"]), ["agents"]) == {"agents": 3}
+
+    def failing() -> int:
+        raise BenchError("no server")
+
+    assert run_guarded("t", failing, (BenchError,)) == Stopped(1)
+    assert run_guarded("t", lambda: 5, (BenchError,)) == 5
+    with pytest.raises(ValueError, match="invalid literal"):
+        run_guarded("t", lambda: int("x"), (BenchError,))
+
+
+def test_per_process_levels_multiply_by_the_processes() -> None:
+    """``--per-process M`` with ``--processes N`` keeps N x M calls in flight in all."""
+    parser = load._parser()
+    settings = load._settings(
+        parser, parser.parse_args(["--processes", "3", "--per-process", "2,4"])
+    )
+    assert settings.in_flight == (6, 12) and settings.processes == 3
+    args = parser.parse_args(["--per-process", "2", "--in-flight", "4"])
+    with pytest.raises(SystemExit):
+        load._settings(parser, args)
+    none = load._settings(
+        parser, parser.parse_args(["--sessions-from", "none", "--profile", "none"])
+    )
+    assert none.sessions_from is None and none.profile == ()
+
+
 def _quick_run(tmp_path: Path, *extra: str) -> tuple[dict[str, Any], str]:
     out = tmp_path / "load.json"
     done = subprocess.run(
@@ -229,8 +388,12 @@ def _quick_run(tmp_path: Path, *extra: str) -> tuple[dict[str, Any], str]:
     assert superseded > 0
     assert report["cancel"]["idle"]["latency"]["count"] > 0
     prepare = report["prepare"]
-    if "skipped" not in prepare:  # the server serves sessionReferenceResolver/prepare
+    if FIXTURES.is_dir():  # prepare runs over the real logs
+        assert "skipped" not in prepare, prepare
         assert prepare["calls"] > 0 and not prepare["counters"], prepare["counters"]
+        assert prepare["sources"]["sessions"] == 159
+    else:
+        assert "not found" in prepare["skipped"]
     real = report["keystrokeReferences"]
     if "skipped" not in real:  # the server serves the reference endpoints
         assert real["completionCalls"] == [
@@ -262,3 +425,20 @@ def test_quick_run_measures_every_peer(tmp_path: Path) -> None:
     """``python -m bench.load --quick`` measures every installed peer side by side."""
     report, _ = _quick_run(tmp_path)
     assert list(report["stacks"]) == ["ours", *PEERS]
+
+
+def test_one_pass_percentiles_equal_the_histograms_own() -> None:
+    """The one-pass summary reads the values the histogram gives percentile by percentile."""
+    import random
+
+    from bench._common import CDF_PERCENTILES, latency_summary, new_histogram
+
+    rng = random.Random(5)
+    samples = [int(rng.lognormvariate(12, 1.5)) + 1 for _ in range(5000)]
+    histogram = new_histogram()
+    for sample in samples:
+        histogram.record_value(sample)
+    summary = latency_summary(samples)
+    assert summary["p99Us"] == round(histogram.get_value_at_percentile(99.0) / 1000, 3)
+    expected = [round(histogram.get_value_at_percentile(p) / 1000, 3) for p in CDF_PERCENTILES]
+    assert [us for _, us in summary["cdf"]] == expected
