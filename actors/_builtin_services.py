@@ -76,6 +76,12 @@ class Diagnostics(RemoteService, key="diagnostics"):
         """Return ``payload`` unchanged, through agent activation and the mailbox."""
         return payload
 
+    @Remote("echoSync")
+    def echo_sync(self, agent: Agent, payload: Any = None) -> Any:
+        """Return ``payload`` unchanged, from a plain ``def`` handler: the server runs it inline
+        when the agent is active and its mailbox turn is free."""
+        return payload
+
     @Remote("echoRaw")
     async def echo_raw(self, payload: Any = None) -> Any:
         """Return ``payload`` unchanged, without an agent."""

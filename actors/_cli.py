@@ -5,6 +5,7 @@
 ``call``    one call, httpie style: ``key=text`` passes a string, ``key:=json`` any JSON value;
             prints the JSON result on stdout, or ``code: message`` on stderr and exits 1.
 ``demo``    start a server process on a temporary ipc endpoint and walk through a few calls.
+``keys``    generate a CURVE key pair (``serve --curve``, ``call --key``: ``actors._cli_security``).
 """
 
 from __future__ import annotations
@@ -21,8 +22,16 @@ import attrs
 import platformdirs
 import trio
 
+from actors._cli_security import (
+    add_call_options,
+    add_keys_command,
+    add_serve_options,
+    exposure_problem,
+    serve_security,
+)
 from actors._config import ConfigError, load_config
 from actors._indexing import IndexingError, ProgressBar, index_sessions, render_summary
+from actors._keys import KeyFileError, client_security
 from actors._projection_cache import ProjectionCache, ProjectionCacheError
 from actors._serve import READY_LINE, serve
 from actors._store_services import CACHE_NAME
@@ -85,6 +94,16 @@ def _parser() -> argparse.ArgumentParser:
         choices=("fsync", "flush", "write-behind"),
         help="when an append is acknowledged (default: [sessions] durability, or fsync)",
     )
+    add_serve_options(serve_cmd)
+    serve_cmd.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="scale out: run N worker processes under a supervisor (docs/scale-out.md)",
+    )
+    serve_cmd.add_argument(
+        "--shards", type=int, default=64, help="shard count with --workers (default 64)"
+    )
     serve_cmd.set_defaults(run=_run_serve)
 
     index_cmd = commands.add_parser(
@@ -107,7 +126,9 @@ def _parser() -> argparse.ArgumentParser:
     call_cmd.add_argument(
         "--timeout", type=float, default=30.0, help="deadline in seconds (default 30)"
     )
+    add_call_options(call_cmd)
     call_cmd.set_defaults(run=_run_call)
+    add_keys_command(commands)
 
     demo_cmd = commands.add_parser("demo", help="walk through a few calls against a new server")
     demo_cmd.set_defaults(run=_run_demo)
@@ -126,23 +147,79 @@ def _run_serve(args: argparse.Namespace) -> int:
         print("agent-actors: --writable needs --sessions", file=sys.stderr)
         return EXIT_USAGE
 
+    endpoints = args.endpoint or [DEFAULT_ENDPOINT]
+    problem = exposure_problem(endpoints, curve=args.curve is not None, insecure=args.insecure)
+    if problem is not None:
+        print(f"agent-actors: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        security = serve_security(args)
+    except KeyFileError as exc:
+        print(f"agent-actors: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
     def ready(addresses: list[str]) -> None:
         print(f"{READY_LINE} {' '.join(addresses)}", flush=True)
 
+    if args.workers:
+        return _run_supervisor(args, config, ready)
     try:
         trio.run(
             functools.partial(
                 serve,
-                args.endpoint or [DEFAULT_ENDPOINT],
+                endpoints,
                 config,
                 args.data,
                 sessions_dir=args.sessions,
                 writable=args.writable,
                 on_ready=ready,
+                security=security,
             )
         )
     except (OSError, ProjectionCacheError) as exc:  # zmq.ZMQError is an OSError
         print(f"agent-actors: cannot serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
+
+
+def _run_supervisor(args: argparse.Namespace, config: Any, ready: Any) -> int:
+    """``serve --workers N``: the supervisor of ``actors.cluster``."""
+    from actors.cluster._supervisor import ClusterOptions, supervise
+
+    if args.workers < 1 or args.shards < 1:
+        print("agent-actors: --workers and --shards must be positive", file=sys.stderr)
+        return EXIT_USAGE
+    passed: list[str] = []
+    for flag, value in (("--config", args.config), ("--sessions", args.sessions)):
+        if value is not None:
+            passed += [flag, str(value)]
+    if args.durability is not None:
+        passed += ["--durability", args.durability]
+    if args.writable:
+        passed.append("--writable")
+    options = ClusterOptions(
+        workers=args.workers, shard_count=args.shards, worker_args=tuple(passed)
+    )
+    try:
+        trio.run(
+            functools.partial(
+                supervise,
+                args.endpoint or [DEFAULT_ENDPOINT],
+                args.data,
+                options,
+                limits=config.wire,
+                on_ready=ready,
+            )
+        )
+    except OSError as exc:  # zmq.ZMQError is an OSError
+        print(f"agent-actors: cannot serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except trio.TooSlowError:
+        print(
+            f"agent-actors: the {args.workers} worker(s) did not all start and claim their "
+            f"shards within {options.start_timeout:g} s (see their messages above)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     return 0
 
@@ -195,10 +272,17 @@ def _run_call(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.agent is not None:
         wire_args["agentId"] = args.agent
+    try:
+        security = client_security(args.server_key, args.key)
+    except KeyFileError as exc:
+        print(f"agent-actors: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
     async def call() -> Any:
         with trio.fail_after(args.timeout):
-            async with open_client(args.endpoint, name="agent-actors call") as client:
+            async with open_client(
+                args.endpoint, name="agent-actors call", security=security
+            ) as client:
                 return await client.call(args.method, wire_args)
 
     try:

@@ -5,7 +5,8 @@ a :class:`ConfigError` that names the file, the table and the key, so a typo nev
 falls back to a default.
 
 ``[wire]``: ``heartbeat`` and ``peerTimeout`` (seconds), ``maxFrameBytes``, ``maxInFlight``,
-``maxInFlightTotal``. ``[actors]``: ``idleTimeout`` (seconds). ``[sessions]``: ``durability``
+``maxInFlightTotal``, ``maxArgDepth``, ``maxArgItems``, ``maxQueryLength``. ``[actors]``:
+``idleTimeout`` (seconds). ``[sessions]``: ``durability``
 (``fsync``, ``flush`` or ``write-behind``) and ``batchDelay`` (seconds).
 ``[fileReferences]`` and ``[sessionReferenceResolver]`` use upstream DSH's key names and are
 validated by their services' own config classes, with upstream's messages.
@@ -21,6 +22,7 @@ import attrs
 
 from actors._file_references import FileReferencesConfig, FileReferencesConfigError
 from actors._log_writer import DEFAULT_BATCH_DELAY
+from actors._query_limits import DEFAULT_MAX_QUERY_LENGTH
 from actors._session_ref import SessionReferenceConfig, SessionReferenceError
 from actors._store_options import Durability
 from wire import ServerLimits
@@ -50,6 +52,8 @@ class Config:
     batch_delay: float = DEFAULT_BATCH_DELAY
     file_references: FileReferencesConfig = attrs.Factory(FileReferencesConfig)
     session_references: SessionReferenceConfig = attrs.Factory(SessionReferenceConfig)
+    #: Longest ``query`` argument of the completion endpoints (characters).
+    max_query_length: int = DEFAULT_MAX_QUERY_LENGTH
 
 
 _WIRE_KEYS: dict[str, tuple[str, type]] = {
@@ -58,6 +62,11 @@ _WIRE_KEYS: dict[str, tuple[str, type]] = {
     "maxFrameBytes": ("max_frame_bytes", int),
     "maxInFlight": ("max_in_flight", int),
     "maxInFlightTotal": ("max_in_flight_total", int),
+    "maxBacklog": ("max_backlog", int),
+    "maxArgDepth": ("max_arg_depth", int),
+    "maxArgItems": ("max_arg_items", int),
+    # Not a wire limit but a limit on wire input; kept on Config, not ServerLimits.
+    "maxQueryLength": ("max_query_length", int),
 }
 _ACTORS_KEYS: dict[str, tuple[str, type]] = {"idleTimeout": ("idle_timeout", float)}
 _SESSIONS_KEYS: dict[str, tuple[str, type]] = {"batchDelay": ("batch_delay", float)}
@@ -85,6 +94,7 @@ def load_config(path: Path | None) -> Config:
             raise ConfigError(f"{path}: {table} must be a table")
     wire = _table(path, "wire", document.get("wire", {}), _WIRE_KEYS)
     actors = _table(path, "actors", document.get("actors", {}), _ACTORS_KEYS)
+    max_query_length = wire.pop("max_query_length", DEFAULT_MAX_QUERY_LENGTH)
     limits = ServerLimits(**wire)
     if limits.peer_timeout <= limits.heartbeat:
         raise ConfigError(f"{path}: [wire] peerTimeout must be longer than heartbeat")
@@ -119,6 +129,7 @@ def load_config(path: Path | None) -> Config:
         batch_delay=batch.get("batch_delay", DEFAULT_BATCH_DELAY),
         file_references=file_references,
         session_references=session_references,
+        max_query_length=max_query_length,
     )
 
 

@@ -71,6 +71,14 @@ class Mailbox:
         self._queue.append(waiter)
         return waiter
 
+    def try_enter(self, *, mutates: bool) -> bool:
+        """Take a turn if one is free right now (nobody queued, nothing excluding it); the
+        caller must then :meth:`leave`. ``False`` changes nothing."""
+        if not self._queue and self._can_enter(mutates):
+            self._take(mutates)
+            return True
+        return False
+
     async def wait(self, waiter: _Waiter) -> None:
         """Wait until a reserved turn comes; the caller must :meth:`leave` once done.
 

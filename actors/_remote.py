@@ -17,6 +17,13 @@ A parameter named ``agent`` is a *lookup*: on the wire it is ``agentId`` (a sess
 runtime resolves it to the live agent actor. Cancellation needs no parameter (upstream's trailing
 ``signal``): the handler runs in a trio cancel scope that the caller's cancel reaches. Other
 parameters travel under their camelCase names and are checked against their annotations.
+
+A ``@Remote`` method may also be a plain ``def``. When its actor is active and its mailbox turn
+is free on arrival, the server runs it *inline*, in its receive path: no task, no cancel scope,
+about a third of the server's cost of an ``async def`` call. Such a method therefore cannot be
+cancelled while it runs (a cancel that arrives later finds the call finished) and must never
+block: it holds up every other call of the process while it runs. When the call has to wait
+(a cold actor, a busy mailbox) it runs in a task like any other, admitted in arrival order.
 """
 
 from __future__ import annotations
@@ -62,16 +69,23 @@ def Remote(alias: str | None = None, /, *, mutates: bool = False) -> Callable[[F
 
 
 def Remote(target: Any = None, /, *, mutates: bool = False) -> Any:
-    """Mark an async method as a remote endpoint.
+    """Mark a method as a remote endpoint.
 
     ``@Remote``, ``@Remote("alias")``, ``@Remote(mutates=True)``. Read-only methods (the
     default) may run concurrently on one agent; ``mutates=True`` methods run exclusively, in
-    arrival order.
+    arrival order. An ``async def`` method runs in its own task and can be cancelled at any
+    checkpoint; a plain ``def`` method may run inline and cannot be cancelled once it started
+    (see the module docstring): use it only for work that never blocks.
     """
 
     def mark(function: F, alias: str | None) -> F:
-        if not inspect.iscoroutinefunction(function):
-            raise TypeError(f"@Remote method {function.__qualname__} must be async")
+        if not inspect.isfunction(function) or (
+            inspect.isgeneratorfunction(function) or inspect.isasyncgenfunction(function)
+        ):
+            raise TypeError(
+                f"@Remote method {getattr(function, '__qualname__', function)!r} must be a "
+                "plain or async function, not a generator"
+            )
         setattr(function, _MARKER, RemoteMethod(name=alias, mutates=mutates))
         return function
 
@@ -104,7 +118,7 @@ class RemoteService:
         cls.__namespace__ = namespace or cls.__service_key__
         specs: list[EndpointSpec] = []
         implementations: dict[str, str] = {}
-        for attribute, function in inspect.getmembers(cls, inspect.iscoroutinefunction):
+        for attribute, function in inspect.getmembers(cls, inspect.isfunction):
             marker = getattr(function, _MARKER, None)
             if not isinstance(marker, RemoteMethod):
                 continue

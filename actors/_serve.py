@@ -9,9 +9,10 @@ exits 0.
 
 from __future__ import annotations
 
+import functools
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -22,11 +23,13 @@ import trio
 from actors._builtin_services import Agents, Diagnostics
 from actors._config import Config
 from actors._file_references import FileReferenceService
+from actors._query_limits import limit_queries
 from actors._reference_services import SessionFileReferences, SessionReferenceResolver
 from actors._session_ref import LocalSpillStore, SourceSnapshot
 from actors._store_services import SessionServices, build_session_services
 from actors._system import ActorSystem
 from wire import CallContext, Server, SessionNotFoundError
+from wire._security import ServerSecurity
 
 __all__ = ["READY_LINE", "Runtime", "open_runtime", "serve"]
 
@@ -72,8 +75,13 @@ async def open_runtime(
     *,
     sessions_dir: Path | None = None,
     writable: bool = False,
+    route: Callable[[ActorSystem], Callable[[str, dict[str, Any]], Awaitable[Any]]] | None = None,
 ) -> AsyncIterator[Runtime]:
     """Assemble and run the store, the services and the actor system (no sockets).
+
+    ``route(system)``, when given, returns the function actor-to-actor calls go through
+    (``prepare`` reading other sessions, ``agents/create``) instead of :func:`call_local`; a
+    scale-out worker routes calls for agents it does not own to their owner.
 
     Resource handling: on exit every background task is cancelled and the store is closed
     under a shield (writers flushed, locks released).
@@ -97,9 +105,11 @@ async def open_runtime(
         idle_timeout=config.idle_timeout,
     )
 
+    call = route(system) if route is not None else functools.partial(call_local, system)
+
     async def read_surface(session_id: str) -> SourceSnapshot:
         try:
-            surface = await call_local(system, "sessions/snapshot", {"agentId": session_id})
+            surface = await call("sessions/snapshot", {"agentId": session_id})
         except SessionNotFoundError as exc:
             # Upstream's session-query wording (session-reference.md §1.1), which READ_FAILED
             # quotes as its inner message.
@@ -108,7 +118,7 @@ async def open_runtime(
             ) from exc
         return SourceSnapshot.from_surface(surface)
 
-    system.add_service(Agents(lambda endpoint, args: call_local(system, endpoint, args)))
+    system.add_service(Agents(call))
     system.add_service(
         SessionReferenceResolver(
             cache=sessions.cache,
@@ -138,14 +148,19 @@ async def serve(
     sessions_dir: Path | None = None,
     writable: bool = False,
     on_ready: Callable[[list[str]], None] | None = None,
+    security: ServerSecurity | None = None,
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve until SIGINT or SIGTERM, then shut down gracefully."""
+    """Serve until SIGINT or SIGTERM, then shut down gracefully.
+
+    ``security`` enables CURVE, the client allowlist and per-call roles (``actors._keys``).
+    """
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with open_runtime(
             config, data_dir, sessions_dir=sessions_dir, writable=writable
         ) as runtime:
-            server = Server(runtime.system.registry, limits=config.wire)
+            registry = limit_queries(runtime.system.registry, config.max_query_length)
+            server = Server(registry, limits=config.wire, security=security)
             async with trio.open_nursery() as nursery:
                 addresses = await nursery.start(server.run, list(endpoints))
                 if on_ready is not None:

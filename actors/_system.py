@@ -5,11 +5,18 @@ the handler resolves ``agentId`` to the live :class:`~actors._agents.Agent` (act
 first use; concurrent activations of one id share one load), waits for the agent's mailbox
 (read-only calls together, state-changing calls alone, in arrival order), reports the call as
 running, and calls the service method with the agent in place of the id.
+
+Passivation closes what it drops: a state with an ``aclose()`` (the session store's does: it
+flushes the log and releases its lock) is closed in the system's nursery, and until that close
+has finished the id counts as *passivating*, so a call that arrives meanwhile waits for the
+close and then activates a fresh state rather than racing the old one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import attrs
@@ -19,8 +26,11 @@ from actors._agents import Agent, AgentDirectory
 from actors._mailbox import Mailbox
 from actors._remote import RemoteService
 from wire import CallContext, Endpoint, EndpointSpec, Registry, SessionNotFoundError
+from wire._endpoints import DEFERRED
 
 __all__ = ["ActorSystem", "ActorSystemStatistics"]
+
+log = logging.getLogger("actors.system")
 
 
 @attrs.frozen(kw_only=True)
@@ -55,6 +65,10 @@ class ActorSystem:
         self._mailboxes: dict[str, Mailbox] = {}
         self._agents: dict[str, Agent] = {}
         self._activating: dict[str, trio.Event] = {}
+        #: Ids whose passivated state is being closed; set when the close has finished.
+        self._passivating: dict[str, trio.Event] = {}
+        #: Where passivated states are closed (set while :meth:`run` runs).
+        self._nursery: trio.Nursery | None = None
         self._activations = 0
         self._passivations = 0
         for service in services:
@@ -67,15 +81,26 @@ class ActorSystem:
             self.registry.add(self._endpoint(spec, method))
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Passivate idle actors until cancelled."""
-        task_status.started()
-        period = max(0.05, min(self.idle_timeout / 4, 30.0))
-        while True:
-            await trio.sleep(period)
-            self.passivate_idle(trio.current_time())
+        """Passivate idle actors until cancelled; their states are closed in here."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            try:
+                task_status.started()
+                period = max(0.05, min(self.idle_timeout / 4, 30.0))
+                while True:
+                    await trio.sleep(period)
+                    self.passivate_idle(trio.current_time())
+            finally:
+                self._nursery = None
 
     def passivate_idle(self, now: float) -> int:
-        """Drop actors with no call for ``idle_timeout`` seconds; return how many."""
+        """Drop actors with no call for ``idle_timeout`` seconds; return how many.
+
+        A dropped state with an ``aclose()`` is closed in the nursery of :meth:`run`; its id is
+        marked passivating now, in this synchronous step, so an activation that comes before
+        the close ends waits for it. While :meth:`run` is not running such states are kept
+        (never dropped unclosed).
+        """
         idle = [
             agent
             for agent in self._agents.values()
@@ -83,11 +108,56 @@ class ActorSystem:
             and agent.mailbox.idle
             and now - agent.last_active >= self.idle_timeout
         ]
+        passivated = 0
         for agent in idle:
+            close = getattr(agent.state, "aclose", None)
+            if close is not None:
+                if self._nursery is None:
+                    continue
+                done = self._passivating[agent.id] = trio.Event()
+                self._nursery.start_soon(self._close_state, agent.id, close, done)
+            del self._agents[agent.id]
+            self._forget_mailbox(agent.id)
+            passivated += 1
+        self._passivations += passivated
+        return passivated
+
+    async def passivate_matching(self, predicate: Callable[[str], bool]) -> int:
+        """Passivate now every idle actor whose id matches ``predicate`` and wait until their
+        states are closed; return how many (a scale-out worker handing a shard on,
+        ``actors.cluster``). Busy actors are left alone: the caller drains their calls first.
+        """
+        idle = [
+            agent
+            for agent in self._agents.values()
+            if agent.in_use == 0 and agent.mailbox.idle and predicate(agent.id)
+        ]
+        closing: list[tuple[str, Callable[[], Awaitable[Any]], trio.Event]] = []
+        for agent in idle:
+            close = getattr(agent.state, "aclose", None)
+            if close is not None:
+                closing.append((agent.id, close, trio.Event()))
+                self._passivating[agent.id] = closing[-1][2]
             del self._agents[agent.id]
             self._forget_mailbox(agent.id)
         self._passivations += len(idle)
+        for agent_id, close, done in closing:
+            await self._close_state(agent_id, close, done)
         return len(idle)
+
+    async def _close_state(
+        self, agent_id: str, close: Callable[[], Awaitable[Any]], done: trio.Event
+    ) -> None:
+        try:
+            # Shielded: a state half closed at shutdown would keep its lock and lose writes.
+            with trio.CancelScope(shield=True):
+                await close()
+        except Exception:
+            log.exception("closing the passivated state of agent %s failed", agent_id)
+        finally:
+            if self._passivating.get(agent_id) is done:
+                del self._passivating[agent_id]
+            done.set()
 
     async def activate(self, agent_id: str) -> Agent:
         """The live actor for ``agent_id``, loading it if needed.
@@ -101,8 +171,12 @@ class ActorSystem:
                 return agent
             pending = self._activating.get(agent_id)
             if pending is None:
+                pending = self._passivating.get(agent_id)
+            if pending is None:
                 break
-            await pending.wait()  # another call is loading it; then look again
+            # Another call is loading it, or its passivated state is still closing: wait,
+            # then look again.
+            await pending.wait()
         done = self._activating[agent_id] = trio.Event()
         try:
             state = await self.directory.load(agent_id)
@@ -133,9 +207,23 @@ class ActorSystem:
     def is_active(self, agent_id: str) -> bool:
         return agent_id in self._agents
 
+    def is_passivating(self, agent_id: str) -> bool:
+        """Whether the passivated state of ``agent_id`` is still being closed."""
+        return agent_id in self._passivating
+
     def _endpoint(self, spec: EndpointSpec, method: Any) -> Endpoint:
         lookup = next((p.name for p in spec.params if p.lookup == "agent"), None)
+        is_async = inspect.iscoroutinefunction(method)
         if lookup is None:
+            if not is_async:
+
+                async def call_sync_service(context: CallContext, args: dict[str, Any]) -> Any:
+                    return method(**args)
+
+                def run_service_inline(context: CallContext, args: dict[str, Any]) -> Any:
+                    return method(**args)
+
+                return Endpoint(spec=spec, handler=call_sync_service, run_inline=run_service_inline)
 
             async def call_service(context: CallContext, args: dict[str, Any]) -> Any:
                 return await method(**args)
@@ -168,14 +256,39 @@ class ActorSystem:
                 try:
                     context.running()
                     args[lookup] = agent
-                    return await method(**args)
+                    if is_async:
+                        return await method(**args)
+                    return method(**args)
                 finally:
                     mailbox.leave(mutates=mutates)
             finally:
                 agent.in_use -= 1
                 agent.last_active = trio.current_time()
 
-        return Endpoint(spec=spec, handler=call_agent, admits_itself=True, on_arrival=reserve)
+        if is_async:
+            return Endpoint(spec=spec, handler=call_agent, admits_itself=True, on_arrival=reserve)
+
+        def run_inline(context: CallContext, args: dict[str, Any]) -> Any:
+            # Only a live actor whose turn is free now: anything that would wait takes the
+            # task path, which keeps arrival order through the mailbox's queue.
+            agent = agents.get(args[lookup])
+            if agent is None or not agent.mailbox.try_enter(mutates=mutates):
+                return DEFERRED
+            try:
+                context.running()
+                args[lookup] = agent
+                return method(**args)
+            finally:
+                agent.mailbox.leave(mutates=mutates)
+                agent.last_active = trio.current_time()
+
+        return Endpoint(
+            spec=spec,
+            handler=call_agent,
+            admits_itself=True,
+            on_arrival=reserve,
+            run_inline=run_inline,
+        )
 
     def _mailbox(self, agent_id: str) -> Mailbox:
         """The mailbox of ``agent_id``; it exists before (and between) activations, because a

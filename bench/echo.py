@@ -3,8 +3,13 @@
 ``python -m bench.echo [--quick] [--calls N] [--duration S] [--cancels N] [--out PATH]``
 
 Each stack's server runs in its own process on tcp loopback; the clients run here, one
-connection per stack. agent-actors: ``diagnostics/echo(agentId, payload)`` through
-``wire.open_client`` against ``python -m actors serve``, N in flight = N trio tasks. Raw: a
+connection per stack. agent-actors: an echo through ``wire.open_client`` against ``python -m
+actors serve``, N in flight = N trio tasks, once per handler kind: ``diagnostics/echoSync``, a
+plain ``def`` handler that the server runs inline (no task, no cancel scope) once the agent is
+active and its mailbox turn is free, and ``diagnostics/echo``, an ``async def`` handler that gets
+a task and a cancel scope per call. Both go through the full stack: ``@Remote`` declaration,
+argument validation, agent lookup and mailbox admission. The targets are judged on the ``def``
+handler (``ours``); the ``async def`` figures are reported beside them (``oursAsync``). Raw: a
 blocking ROUTER echo loop (:func:`serve_raw`) and a blocking DEALER keeping N requests
 outstanding. Cancel-to-quiescence compares the client's ``time.monotonic()`` at the cancel with
 the server's at the end of the handler (one clock per host). ``bench/README.md`` has the rest.
@@ -57,6 +62,11 @@ DEFAULT_OUT = ROOT / "bench" / "results" / "echo.json"
 ENDPOINT = "tcp://127.0.0.1:0"
 PAYLOAD = bytes(range(64))
 IN_FLIGHT = (1, 16, 128)
+#: The endpoint and handler kind of each agent-actors echo (report key → (endpoint, kind)).
+HANDLERS = {
+    "ours": ("diagnostics/echoSync", "def: runs inline in the server's receive path"),
+    "oursAsync": ("diagnostics/echo", "async def: a task and a cancel scope per call"),
+}
 RAW_READY_LINE = "bench-raw-echo: serving on"
 
 
@@ -172,51 +182,77 @@ class RawClient:
         )
 
 
-def measure_raw(endpoint: str, settings: Settings) -> dict[str, Any]:
-    client = RawClient(endpoint, reply_timeout=settings.reply_timeout)
+# -- the phases ------------------------------------------------------------------------------
+
+
+async def measure(
+    raw_endpoint: str, ours_endpoint: str, settings: Settings
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every phase for every stack, interleaved phase by phase: raw, then agent-actors with the
+    ``def`` handler, then with the ``async def`` one. The machine's load drifts (it is shared),
+    and ratios are only fair between neighbours in time.
+
+    The raw client is blocking; its phases run in a worker thread while this trio loop waits
+    (one thread at a time uses its socket). Returns ``(raw, ours)``; ``ours`` is the ``def``
+    handler's stack with the ``async def`` one under ``async``.
+    """
+    raw_client = RawClient(raw_endpoint, reply_timeout=settings.reply_timeout)
+    run_raw = trio.to_thread.run_sync
     try:
-        client.sequential(settings.warmup, settings.sequential_limit)
-        progress(f"raw: {settings.calls} sequential calls")
-        sequential = client.sequential(settings.calls, settings.sequential_limit)
-        throughput = []
-        for window in IN_FLIGHT:
-            progress(f"raw: {window} in flight for {settings.duration:g} s")
-            throughput.append(client.windowed(window, settings.duration))
-    finally:
-        client.close()
-    return {"sequential": sequential, "throughput": throughput}
+        async with open_client(ours_endpoint, name="bench.echo") as client:
+            agent = await client.call("agents/create", {"title": "echo benchmark"})
+            args = {"agentId": agent["agentId"], "payload": PAYLOAD}
 
+            def echo_of(name: str) -> Callable[[], Awaitable[None]]:
+                async def echo() -> None:
+                    if await client.call(name, args) != PAYLOAD:
+                        raise BenchError(f"{name} returned something else than its payload")
 
-# -- agent-actors -----------------------------------------------------------------------------
+                return echo
 
-
-async def measure_ours(endpoint: str, settings: Settings) -> dict[str, Any]:
-    async with open_client(endpoint, name="bench.echo") as client:
-        agent = await client.call("agents/create", {"title": "echo benchmark"})
-        args = {"agentId": agent["agentId"], "payload": PAYLOAD}
-
-        async def echo() -> None:
-            if await client.call("diagnostics/echo", args) != PAYLOAD:
-                raise BenchError("diagnostics/echo returned something else than its payload")
-
-        with trio.fail_after(settings.phase_limit):
-            for _ in range(settings.warmup):
-                await echo()
-            progress(f"agent-actors: {settings.calls} sequential calls")
-            sequential = await _sequential(echo, settings.calls, settings.sequential_limit)
-        throughput = []
-        for tasks in IN_FLIGHT:
-            progress(f"agent-actors: {tasks} in flight for {settings.duration:g} s")
+            echoes = {key: echo_of(name) for key, (name, _) in HANDLERS.items()}
+            stacks: dict[str, dict[str, Any]] = {
+                key: {"throughput": []} for key in ("raw", *HANDLERS)
+            }
             with trio.fail_after(settings.phase_limit):
-                throughput.append(await _in_flight(echo, tasks, settings.duration))
-        progress(f"agent-actors: {settings.cancels} cancel-to-quiescence samples")
-        cancels = []
-        with trio.fail_after(settings.phase_limit):
-            for i in range(settings.cancels):
-                cancels.append(await _cancel_once(client, agent["agentId"]))
-                if (i + 1) % 100 == 0:
-                    progress(f"agent-actors: {i + 1}/{settings.cancels} cancels")
-    return {"sequential": sequential, "throughput": throughput, "cancel": cancels}
+                await run_raw(raw_client.sequential, settings.warmup, settings.sequential_limit)
+                for echo in echoes.values():
+                    for _ in range(settings.warmup):
+                        await echo()
+                progress(f"raw: {settings.calls} sequential calls")
+                stacks["raw"]["sequential"] = await run_raw(
+                    raw_client.sequential, settings.calls, settings.sequential_limit
+                )
+                for key, echo in echoes.items():
+                    progress(f"agent-actors: {settings.calls} sequential calls, {HANDLERS[key][0]}")
+                    stacks[key]["sequential"] = await _sequential(
+                        echo, settings.calls, settings.sequential_limit
+                    )
+            for tasks in IN_FLIGHT:
+                with trio.fail_after(settings.phase_limit):
+                    progress(f"raw: {tasks} in flight for {settings.duration:g} s")
+                    stacks["raw"]["throughput"].append(
+                        await run_raw(raw_client.windowed, tasks, settings.duration)
+                    )
+                    for key, echo in echoes.items():
+                        progress(
+                            f"agent-actors: {tasks} in flight for {settings.duration:g} s, "
+                            f"{HANDLERS[key][0]}"
+                        )
+                        stacks[key]["throughput"].append(
+                            await _in_flight(echo, tasks, settings.duration)
+                        )
+            progress(f"agent-actors: {settings.cancels} cancel-to-quiescence samples")
+            cancels = []
+            with trio.fail_after(settings.phase_limit):
+                for i in range(settings.cancels):
+                    cancels.append(await _cancel_once(client, agent["agentId"]))
+                    if (i + 1) % 100 == 0:
+                        progress(f"agent-actors: {i + 1}/{settings.cancels} cancels")
+    finally:
+        raw_client.close()
+    ours = stacks["ours"] | {"cancel": cancels, "async": stacks["oursAsync"]}
+    return stacks["raw"], ours
 
 
 async def _sequential(echo: Callable[[], Awaitable[None]], calls: int, limit: float) -> list[int]:
@@ -302,7 +338,7 @@ async def _wait_running(client: Client, within: float = 5.0) -> None:
 
 
 def run_benchmark(settings: Settings) -> dict[str, Any]:
-    """Run both stacks, one after the other, and return the report (see ``bench/README.md``)."""
+    """Run both stacks, phase by phase, and return the report (see ``bench/README.md``)."""
     started_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     clock = time.perf_counter()
     machine = machine_info()
@@ -311,15 +347,14 @@ def run_benchmark(settings: Settings) -> dict[str, Any]:
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         "PYTHONUNBUFFERED": "1",
     }
-    progress("raw: starting the ROUTER echo process")
     raw_argv = [sys.executable, "-m", "bench.echo", "--serve-raw", ENDPOINT]
-    with server_process(raw_argv, ready_prefix=RAW_READY_LINE, cwd=ROOT, env=env) as addresses:
-        raw = measure_raw(addresses[0], settings)
-    progress("agent-actors: starting `python -m actors serve`")
     with tempfile.TemporaryDirectory(prefix="bench-echo-") as tmp:
         argv = [sys.executable, "-m", "actors", "serve", "--endpoint", ENDPOINT, "--data", tmp]
-        with server_process(argv, ready_prefix=READY_LINE, cwd=ROOT, env=env) as addresses:
-            ours = trio.run(measure_ours, addresses[0], settings)
+        progress("raw: starting the ROUTER echo process")
+        with server_process(raw_argv, ready_prefix=RAW_READY_LINE, cwd=ROOT, env=env) as raw_at:
+            progress("agent-actors: starting `python -m actors serve`")
+            with server_process(argv, ready_prefix=READY_LINE, cwd=ROOT, env=env) as ours_at:
+                raw, ours = trio.run(measure, raw_at[0], ours_at[0], settings)
     return build_report(settings, machine, raw, ours, started_at, time.perf_counter() - clock)
 
 
@@ -353,17 +388,45 @@ def build_report(
             "sequential": latency_summary(data["sequential"]),
             "throughput": [t.as_json() for t in data["throughput"]],
         }
+    report["ours"]["endpoint"], report["ours"]["handler"] = HANDLERS["ours"]
     report["ours"]["cancel"] = latency_summary(ours["cancel"])
-    ours_seq, raw_seq = report["ours"]["sequential"], report["raw"]["sequential"]
+    cancel_p99 = report["ours"]["cancel"]["p99Us"]
+    ratios = _ratios(report["ours"], report["raw"], ours["throughput"], raw["throughput"])
+    report["ratios"] = ratios
+    targets = _targets(ratios, cancel_p99)
+    report["targets"] = [t.as_json() for t in targets]
+    other = ours.get("async")
+    if other is not None:
+        endpoint, handler = HANDLERS["oursAsync"]
+        summary: dict[str, Any] = {
+            "endpoint": endpoint,
+            "handler": handler,
+            "sequential": latency_summary(other["sequential"]),
+            "throughput": [t.as_json() for t in other["throughput"]],
+        }
+        summary["ratios"] = _ratios(summary, report["raw"], other["throughput"], raw["throughput"])
+        # The cancel figure is the same measurement (an async handler) in both lists.
+        summary["targets"] = [t.as_json() for t in _targets(summary["ratios"], cancel_p99)]
+        report["oursAsync"] = summary
+    report["allPassed"] = all(t.passed for t in targets)
+    return report
+
+
+def _ratios(
+    ours: dict[str, Any], raw: dict[str, Any], ours_t: list[Throughput], raw_t: list[Throughput]
+) -> dict[str, float | None]:
+    ours_seq, raw_seq = ours["sequential"], raw["sequential"]
     ratios = {
         f"sequential{k[:3].upper()}": ratio(ours_seq[k], raw_seq[k]) for k in ("p50Us", "p99Us")
     }
-    for ours_t, raw_t in zip(ours["throughput"], raw["throughput"], strict=True):
-        ratios[f"throughput{ours_t.in_flight}"] = ratio(
-            ours_t.calls_per_second, raw_t.calls_per_second
+    for mine, theirs in zip(ours_t, raw_t, strict=True):
+        ratios[f"throughput{mine.in_flight}"] = ratio(
+            mine.calls_per_second, theirs.calls_per_second
         )
-    report["ratios"] = ratios
-    cancel_p99 = report["ours"]["cancel"]["p99Us"]
+    return ratios
+
+
+def _targets(ratios: dict[str, float | None], cancel_p99: float | None) -> list[Target]:
     # Issue 2 item 9: "throughput at 128 in flight at least 0.4 x the raw loop; sequential p50
     # at most 2 x the raw loop; cancel p99 at most 1 ms".
     goals = [
@@ -371,53 +434,80 @@ def build_report(
         ("sequential p50 <= 2 x raw", ratios["sequentialP50"], "<=", 2.0, "x"),
         ("cancel-to-quiescence p99 <= 1 ms", cancel_p99 and cancel_p99 / 1000, "<=", 1.0, " ms"),
     ]
-    targets = [
+    return [
         Target(name=name, value=value, comparison=comparison, limit=limit, unit=unit)
         for name, value, comparison, limit, unit in goals
     ]
-    report["targets"] = [t.as_json() for t in targets]
-    report["allPassed"] = all(t.passed for t in targets)
-    return report
 
 
 def render_table(report: dict[str, Any]) -> str:
-    """The report as text: absolute numbers and ratios, then each target with PASS/MISS."""
+    """The report as text: absolute numbers and ratios (both handler kinds when measured),
+    then each target with PASS/MISS."""
     raw, ours, ratios = report["raw"], report["ours"], report["ratios"]
-    rows = [["", "raw pyzmq+msgpack", "agent-actors", "ours/raw"]]
+    other = report.get("oursAsync")
+    rows = [["", "raw pyzmq+msgpack", "agent-actors, def", "ours/raw"]]
+    if other is not None:
+        rows[0] += ["agent-actors, async def", "ours/raw"]
 
-    def add(label: str, raw_value: float | None, ours_value: float | None, key: str) -> None:
-        ratio_text = format_ratio(ratios[key]) if key else ""
-        rows.append([label, format_count(raw_value), format_count(ours_value), ratio_text])
+    stacks = [(ours, ratios)] + ([(other, other["ratios"])] if other is not None else [])
+
+    def add(label: str, path: tuple[str | int, ...], key: str) -> None:
+        """One row: ``path`` leads to the figure inside each stack, ``key`` names its ratio."""
+        row = [label, format_count(_dig(raw, path))]
+        for stack, stack_ratios in stacks:
+            row += [format_count(_dig(stack, path)), format_ratio(stack_ratios[key])]
+        rows.append(row)
 
     for key in ("p50Us", "p99Us"):
-        ratio_key = f"sequential{key[:3].upper()}"
-        add(
-            f"sequential {key[:3]} (us)", raw["sequential"][key], ours["sequential"][key], ratio_key
-        )
-    for raw_t, ours_t in zip(raw["throughput"], ours["throughput"], strict=True):
+        add(f"sequential {key[:3]} (us)", ("sequential", key), f"sequential{key[:3].upper()}")
+    for i, raw_t in enumerate(raw["throughput"]):
         n = raw_t["inFlight"]
         add(
             f"throughput, {n} in flight (calls/s)",
-            raw_t["callsPerSecond"],
-            ours_t["callsPerSecond"],
+            ("throughput", i, "callsPerSecond"),
             f"throughput{n}",
         )
     for key in ("p50Us", "p99Us"):
-        add(f"cancel-to-quiescence {key[:3]} (us)", None, ours["cancel"][key], "")
+        rows.append(
+            [f"cancel-to-quiescence {key[:3]} (us)", "n/a", format_count(ours["cancel"][key]), ""]
+            + (["(same: async sleep)", ""] if other is not None else [])
+        )
     config, machine = report["config"], report["machine"]
     header = (
         f"echo benchmark: {config['payloadBytes']}-byte payload, {config['transport']}; "
         f"{config['calls']} sequential calls, {config['duration']:g} s per in-flight level, "
         f"{ours['cancel']['count']} cancels\n"
         f"{machine['cpuCount']} CPUs ({machine['cpuModel']}), Python {machine['python']}, "
-        f"pyzmq {machine['pyzmq']}, libzmq {machine['libzmq']}"
+        f"pyzmq {machine['pyzmq']}, libzmq {machine['libzmq']}\n"
+        f"targets judged on {ours.get('endpoint', 'diagnostics/echoSync')} "
+        f"({ours.get('handler', HANDLERS['ours'][1])})"
     )
     targets = format_table(target_rows(report["targets"]))
-    return f"{header}\n\n{format_table(rows)}\n\n{targets}"
+    text = f"{header}\n\n{format_table(rows)}\n\ntargets, def handler:\n{targets}"
+    if other is not None:
+        text += (
+            f"\n\nthe same targets for {other['endpoint']} ({other['handler']}):\n"
+            f"{format_table(target_rows(other['targets']))}"
+        )
+    return text
+
+
+def _dig(value: Any, path: tuple[str | int, ...]) -> Any:
+    for step in path:
+        value = value[step]
+    return value
 
 
 def plot_report(path: Path, report: dict[str, Any]) -> None:
-    stacks = {"raw pyzmq+msgpack": report["raw"], "agent-actors": report["ours"]}
+    stacks = {"raw pyzmq+msgpack": report["raw"], "agent-actors, def handler": report["ours"]}
+    cdfs = {
+        "raw sequential": report["raw"]["sequential"]["cdf"],
+        "agent-actors sequential, def": report["ours"]["sequential"]["cdf"],
+    }
+    if "oursAsync" in report:
+        stacks["agent-actors, async def handler"] = report["oursAsync"]
+        cdfs["agent-actors sequential, async def"] = report["oursAsync"]["sequential"]["cdf"]
+    cdfs["agent-actors cancel-to-quiescence"] = report["ours"]["cancel"]["cdf"]
     plot_png(
         path,
         title="echo, 64-byte payload, tcp loopback",
@@ -425,11 +515,7 @@ def plot_report(path: Path, report: dict[str, Any]) -> None:
             label: {t["inFlight"]: t["callsPerSecond"] for t in stack["throughput"]}
             for label, stack in stacks.items()
         },
-        cdfs={
-            "raw sequential": report["raw"]["sequential"]["cdf"],
-            "agent-actors sequential": report["ours"]["sequential"]["cdf"],
-            "agent-actors cancel-to-quiescence": report["ours"]["cancel"]["cdf"],
-        },
+        cdfs=cdfs,
         limits={"1 ms cancel target": 1000.0},
     )
 

@@ -26,6 +26,7 @@ from wire._errors import DeadlineExceededError as DeadlineExceededError
 from wire._errors import ErrorCode as ErrorCode
 from wire._errors import InternalError as InternalError
 from wire._errors import LocalProtocolError as LocalProtocolError
+from wire._errors import MovedError as MovedError
 from wire._errors import OverloadedError as OverloadedError
 from wire._errors import PeerLostError as PeerLostError
 from wire._errors import RemoteProtocolError as RemoteProtocolError
@@ -49,6 +50,9 @@ from wire._messages import Ping as Ping
 from wire._messages import Pong as Pong
 from wire._messages import Result as Result
 from wire._messages import Welcome as Welcome
+from wire._security import ClientSecurity as ClientSecurity
+from wire._security import CurveKeyPair as CurveKeyPair
+from wire._security import ServerSecurity as ServerSecurity
 from wire._server import Server as Server
 from wire._server import ServerStatistics as ServerStatistics
 from wire._server_protocol import ServerLimits as ServerLimits

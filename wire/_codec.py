@@ -16,6 +16,7 @@ from typing import Any
 import msgpack
 
 from wire._errors import CancelReason, ErrorCode, LocalProtocolError, RemoteProtocolError
+from wire._limits import salvage_call_id
 from wire._messages import (
     MESSAGE_TYPES,
     Bye,
@@ -143,9 +144,12 @@ def decode(frame: bytes, *, max_frame_bytes: int) -> Message:
             kind, or has missing or mistyped fields. ``reply`` is the error frame to send; its
             ``id`` is the call id when the frame named one.
     """
+    # A frame rejected whole still names its call when its id can be read (skipping, not
+    # decoding, the rest), so the caller gets an error for that call instead of waiting for
+    # its deadline (docs/protocol.md § 11.1).
     if len(frame) > max_frame_bytes:
         raise _bad(
-            None,
+            salvage_call_id(frame),
             f"frame of {len(frame)} bytes exceeds the limit of {max_frame_bytes} bytes",
             code=ErrorCode.TOO_LARGE,
             limit=max_frame_bytes,
@@ -153,7 +157,9 @@ def decode(frame: bytes, *, max_frame_bytes: int) -> Message:
     try:
         raw = msgpack.unpackb(frame, raw=False, strict_map_key=True)
     except Exception as exc:  # msgpack raises several unrelated types for garbage input
-        raise _bad(None, f"undecodable frame: {type(exc).__name__}: {exc}") from None
+        raise _bad(
+            salvage_call_id(frame), f"undecodable frame: {type(exc).__name__}: {exc}"
+        ) from None
     if type(raw) is not dict:
         raise _bad(None, f"frame must be a map, got {_type_name(raw)}")
     kind = raw.get("type")

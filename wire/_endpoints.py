@@ -22,6 +22,7 @@ from wire._shapes import (
 )
 
 __all__ = [
+    "DEFERRED",
     "REQUIRED",
     "CallContext",
     "Endpoint",
@@ -39,6 +40,15 @@ class _Required(enum.Enum):
 
 
 REQUIRED = _Required.REQUIRED
+
+
+class _Deferred(enum.Enum):
+    """What :attr:`Endpoint.run_inline` returns when the call cannot complete right now."""
+
+    DEFERRED = "deferred"
+
+
+DEFERRED = _Deferred.DEFERRED
 
 
 @attrs.frozen(kw_only=True)
@@ -130,6 +140,13 @@ class Endpoint:
     #: before its task starts (tasks start in no particular order); the result reaches the
     #: handler as ``context.reservation``. The actor system reserves mailbox turns here.
     on_arrival: Callable[[dict[str, Any]], Any] | None = None
+    #: Optional synchronous fast path: ``run_inline(context, args)`` runs the whole call in the
+    #: server's receive path, without a task or a cancel scope, and returns its value; or it
+    #: returns :data:`DEFERRED` (having done nothing) when the call cannot complete right now
+    #: (an actor not yet active, a mailbox turn that must wait), and the call takes the task
+    #: path (``on_arrival``, then ``handler``). It cannot be cancelled while it runs, so only
+    #: handlers that never block belong here.
+    run_inline: Callable[[CallContext, dict[str, Any]], Any] | None = None
     #: Per parameter, compiled once: ``(wire name, Python name, converter, default)``.
     _plan: tuple[tuple[str, str, Callable[[Any, str], Any], Any], ...] = attrs.field(
         init=False,

@@ -30,6 +30,7 @@ __all__ = [
     "ErrorCode",
     "InternalError",
     "LocalProtocolError",
+    "MovedError",
     "OverloadedError",
     "PeerLostError",
     "RemoteProtocolError",
@@ -80,6 +81,8 @@ class ErrorCode(StrEnum):
     UNAVAILABLE = "unavailable"
     #: The handler failed; the message is kept, the traceback stays in the server log.
     INTERNAL = "internal"
+    #: The agent's shard is owned by another worker; details name the owner to call instead.
+    MOVED = "moved"
     # The session-reference codes of upstream DSH pass through unchanged.
     SESSION_REFERENCE_INVALID_REFERENCE = "SESSION_REFERENCE_INVALID_REFERENCE"
     SESSION_REFERENCE_SELF_REFERENCE = "SESSION_REFERENCE_SELF_REFERENCE"
@@ -209,6 +212,17 @@ class InternalError(WireError):
     default_code = ErrorCode.INTERNAL
 
 
+class MovedError(WireError):
+    """The agent lives in a shard another worker owns (scale-out, ``docs/scale-out.md``).
+
+    ``details``: ``agentId``, ``shard``, ``owner`` (worker id or nil), ``endpoint`` (the
+    owner's endpoint or nil) and ``revision`` (of the shard map the answer is based on). Nothing
+    was executed: the caller may send the call again to ``endpoint``.
+    """
+
+    default_code = ErrorCode.MOVED
+
+
 class SessionReferenceError(WireError):
     """One of upstream DSH's ``SESSION_REFERENCE_*`` errors, code kept as upstream spells it."""
 
@@ -233,6 +247,7 @@ ERROR_TYPES: dict[ErrorCode, type[WireError]] = {
         PeerLostError,
         UnavailableError,
         InternalError,
+        MovedError,
     )
 }
 for _code in ErrorCode:

@@ -55,13 +55,17 @@ _PROBED_RECEIVES = 2
 #: miscounted ``expecting`` costs a few passes, never a busy loop.
 _MAX_IDLE_YIELDS = 3
 
-_NOBLOCK = zmq.NOBLOCK
-_MORE = zmq.SNDMORE | zmq.NOBLOCK
-_EVENTS = zmq.EVENTS
-_POLLIN = zmq.POLLIN
+# Plain ints: pyzmq's constants are enum flags, and ``int & IntFlag`` runs Python-level enum
+# code on every probe.
+_NOBLOCK = int(zmq.NOBLOCK)
+_MORE = int(zmq.SNDMORE | zmq.NOBLOCK)
+_EVENTS = int(zmq.EVENTS)
+_POLLIN = int(zmq.POLLIN)
 # The sugar layer's ``Socket.send`` is a Python wrapper (type checks, routing-id options) that
-# costs more than the send itself; the backend method takes the same bytes and flags.
+# costs more than the send itself; the backend method takes the same bytes and flags. The same
+# holds for ``get``, which the drain calls for ``EVENTS`` before it receives.
 _BASE_SEND: Callable[..., Any] = getattr(zmq.Socket.__mro__[1], "send", zmq.Socket.send)
+_BASE_GET: Callable[..., Any] = getattr(zmq.Socket.__mro__[1], "get", zmq.Socket.get)
 
 
 class _Waker:
@@ -200,6 +204,12 @@ class SocketPump:
                     self._flush()
                 if self._stale:
                     self._drain()
+                    if self._outgoing:
+                        # Replies produced while draining (inline handlers, protocol
+                        # answers): send them now, not after a scheduler pass, then look at
+                        # the socket again (a send may have consumed the FD's signal).
+                        self._flush()
+                        self._drain()
                 if self._outgoing or self._stale:
                     # Frames queued while draining, or a drain that stopped before EVENTS
                     # showed it empty: go round again after letting other tasks run.
@@ -277,8 +287,7 @@ class SocketPump:
         try:
             while count < _RECEIVE_BATCH:
                 if count < _PROBED_RECEIVES:
-                    events = socket.get(_EVENTS)
-                    if not (isinstance(events, int) and events & _POLLIN):
+                    if not _BASE_GET(socket, _EVENTS) & _POLLIN:
                         self._stale = False
                         self.drained_at = trio.current_time()
                         break

@@ -5,12 +5,17 @@ through the protocol, whose events start handler tasks, cancel their scopes and 
 Each call's cancel scope is created, and registered with the protocol, before its task starts:
 a cancel that arrives in the same batch as its call must find the scope (the pitfall the design
 notes), and trio applies a cancel to a scope that has not been entered yet.
+
+An endpoint with a synchronous fast path (:attr:`~wire._endpoints.Endpoint.run_inline`: the
+actor system gives one to plain ``def`` ``@Remote`` methods) is first tried right in the receive
+path: when it completes, its terminal frame is queued before the next frame is read, with no
+task and no scope (a task start and a cancel scope are most of the server's per-call cost);
+when it defers, the call takes the task path above.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,10 +24,17 @@ import trio
 import zmq
 
 from wire._codec import encode
-from wire._endpoints import Endpoint, EndpointSpec, Registry
-from wire._errors import ErrorCode, InternalError, UnknownEndpointError, WireError
+from wire._endpoints import DEFERRED, Endpoint, EndpointSpec, Registry
+from wire._errors import (
+    ErrorCode,
+    InternalError,
+    UnauthorizedError,
+    UnknownEndpointError,
+    WireError,
+)
 from wire._messages import Error, Result
 from wire._pump import SocketPump
+from wire._security import AuthenticatedSocket, ServerSecurity, bind_private
 from wire._server_protocol import (
     CallRecord,
     CancelCall,
@@ -35,6 +47,7 @@ from wire._server_protocol import (
     ServerProtocol,
     StartCall,
 )
+from wire._zap import ZapHandler
 
 __all__ = ["Server", "ServerStatistics"]
 
@@ -102,11 +115,21 @@ class Server:
         *,
         limits: ServerLimits | None = None,
         context: zmq.Context[Any] | None = None,
+        security: ServerSecurity | None = None,
     ) -> None:
         self.registry = registry
         self.limits = limits or ServerLimits()
         self._protocol = ServerProtocol(self.limits)
-        self._context = context or zmq.Context.instance()
+        # A CURVE server's ZAP handler is bound in its socket's context, one per context: a
+        # secured server gets a context of its own unless one is given.
+        self._own_context = security is not None and context is None
+        self._context = context or (zmq.Context() if self._own_context else zmq.Context.instance())
+        #: CURVE, the ZAP allowlist and per-call authorization (wire/_security.py).
+        self.security = security
+        #: Per peer, the client key (ZAP User-Id) of its connection; the key of the message
+        #: being handled is ``_caller``.
+        self._keys: dict[bytes, str | None] = {}
+        self._caller: str | None = None
         self._socket: zmq.Socket[bytes] | None = None
         self._pump: SocketPump | None = None
         self._nursery: trio.Nursery | None = None
@@ -131,7 +154,20 @@ class Server:
         handling: bad frames and failing handlers never end it; a bind failure raises
         ``zmq.ZMQError`` before ``task_status.started``.
         """
-        socket = self._context.socket(zmq.ROUTER)
+        security = self.security
+        socket: zmq.Socket[bytes] = self._context.socket(
+            zmq.ROUTER, socket_class=AuthenticatedSocket if security else zmq.Socket
+        )
+        zap = None
+        if security is not None:
+            security.configure(socket)
+            try:
+                zap = ZapHandler(self._context, security.is_allowed)
+            except zmq.ZMQError:
+                socket.close(linger=0)
+                if self._own_context:
+                    self._context.term()
+                raise
         socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
         socket.setsockopt(zmq.LINGER, 1000)
         socket.setsockopt(zmq.SNDHWM, 10_000)
@@ -142,9 +178,7 @@ class Server:
         self._socket = socket
         try:
             for endpoint in [endpoints] if isinstance(endpoints, str) else endpoints:
-                if endpoint.startswith("ipc://"):
-                    _prepare_ipc_path(endpoint)
-                socket.bind(endpoint)
+                bind_private(socket, endpoint)  # ipc socket files owner-only
                 self.addresses.append(socket.getsockopt_string(zmq.LAST_ENDPOINT))
             self._pump = SocketPump(
                 socket,
@@ -152,17 +186,24 @@ class Server:
                 on_receive=self._on_receive,
                 on_unreachable=lambda peer: self._apply(self._protocol.peer_unreachable(peer)),
                 on_stuck=lambda peer: self._apply(self._protocol.drop_peer(peer, "not reading")),
+                max_backlog=self.limits.max_backlog,
             )
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._pump.run)
                 nursery.start_soon(self._timer)
+                if zap is not None:
+                    nursery.start_soon(zap.run)
                 task_status.started(list(self.addresses))
                 await self._stopped.wait()
                 nursery.cancel_scope.cancel()
         finally:
             self._nursery = None
             socket.close(linger=200)
+            if zap is not None:
+                zap.close()  # already closed if it ran; not if a bind failed first
+            if self._own_context:
+                self._context.term()
 
     async def aclose(self, grace: float = 5.0) -> None:
         """Shut down gracefully: cancel calls (reason ``shutdown``), send their terminal
@@ -202,7 +243,20 @@ class Server:
             )
             self._send(peer, encode(error))
             return
+        if self.security is not None:
+            self._note_caller(peer)
         self._apply(self._protocol.receive(peer, frames[0], trio.current_time()))
+
+    def _note_caller(self, peer: bytes) -> None:
+        """Remember the key of the connection that sent the message being handled. A peer
+        identity that shows up with another key (a client that chose its own routing id) is
+        a new peer: its predecessor's calls must not answer to it."""
+        assert isinstance(self._socket, AuthenticatedSocket)
+        key = self._socket.user_id
+        if peer in self._keys and self._keys[peer] != key:
+            self._apply(self._protocol.drop_peer(peer, "client key changed"))
+        self._keys[peer] = key
+        self._caller = key
 
     def _apply(self, events: list[ServerEvent]) -> None:
         for event in events:
@@ -217,6 +271,7 @@ class Server:
                 case PeerGreeted(peer, hello):
                     log.debug("peer %s greeted (%s)", peer.hex(), hello.name)
                 case PeerDropped(peer, reason):
+                    self._keys.pop(peer, None)
                     log.info("peer %s dropped: %s", peer.hex(), reason)
                     if self._pump is not None:
                         self._pump.forget_peer(peer)
@@ -230,6 +285,15 @@ class Server:
             # A handler outlived the shutdown grace period; its peer was told bye already.
             log.info("dropped a frame for %s: the server socket is closed", peer.hex())
 
+    def _refusal(self, spec: EndpointSpec) -> str | None:
+        """Why the caller may not call ``spec`` (``None``: it may). Decided by the key of the
+        connection that carried this very call (``_start`` runs while that message is
+        handled), never by anything the frame says."""
+        security = self.security
+        if security is None or security.authorize is None:
+            return None
+        return security.authorize(self._caller, spec)
+
     def _start(self, record: CallRecord) -> None:
         self._calls_total += 1
         call = record.call
@@ -240,18 +304,22 @@ class Server:
             failure = WireError("server is shutting down", code=ErrorCode.UNAVAILABLE)
         elif endpoint is None:
             failure = UnknownEndpointError(f"unknown endpoint {call.endpoint!r}")
+        elif (refusal := self._refusal(endpoint.spec)) is not None:
+            failure = UnauthorizedError(refusal, details={"endpoint": call.endpoint})
         else:
             try:
                 args = endpoint.bind(call.args)
             except WireError as exc:
                 failure = exc
-        reservation = None
-        if failure is None and endpoint is not None and endpoint.on_arrival is not None:
-            reservation = endpoint.on_arrival(args)
         if failure is not None or endpoint is None:
             assert failure is not None
             self._finish(record, _error_frame(call.id, failure))
             return
+        if endpoint.run_inline is not None and self._run_inline(record, endpoint, args):
+            return
+        reservation = None
+        if endpoint.on_arrival is not None:
+            reservation = endpoint.on_arrival(args)
         # Created (and registered as the call's handle) before the task starts: a cancel in the
         # same batch as the call finds it, and trio applies it when the task enters the scope.
         scope = (
@@ -271,6 +339,29 @@ class Server:
             # The handler will likely queue its reply in its first step: the pump waits a pass
             # for it rather than sleeping and being woken.
             self._pump.expecting += 1
+
+    def _run_inline(self, record: CallRecord, endpoint: Endpoint, args: dict[str, Any]) -> bool:
+        """Run a synchronous handler to completion right here; ``False`` if it deferred.
+
+        No task and no cancel scope: the call is over before this pump pass reads the next
+        frame, so a cancel for it finds it finished (and is ignored, as for any cancel that
+        crosses its terminal frame).
+        """
+        assert endpoint.run_inline is not None
+        outcome: Result | Error
+        try:
+            value = endpoint.run_inline(_Context(self._protocol, record, None), args)
+            if value is DEFERRED:
+                return False  # nothing happened: the task path starts from scratch
+            if not endpoint.admits_itself:
+                self._protocol.call_started(record)
+            outcome = Result(id=record.call.id, value=value)
+        except WireError as exc:
+            outcome = _error_frame(record.call.id, exc)
+        except Exception as exc:
+            outcome = _error_frame(record.call.id, _classify(exc, endpoint.spec))
+        self._finish(record, outcome)
+        return True
 
     async def _run_call(
         self,
@@ -343,15 +434,6 @@ def _classify(exc: Exception, spec: EndpointSpec) -> WireError:
         )
     log.error("handler of %s failed", spec.name, exc_info=exc)
     return InternalError(str(exc) or type(exc).__name__)
-
-
-def _prepare_ipc_path(endpoint: str) -> None:
-    path = endpoint.removeprefix("ipc://")
-    if path.startswith("@"):  # abstract namespace: nothing on disk
-        return
-    directory = os.path.dirname(path)
-    if directory:
-        os.makedirs(directory, exist_ok=True)
 
 
 def _system_endpoints(server: Server) -> list[Endpoint]:

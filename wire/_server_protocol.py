@@ -17,6 +17,12 @@ import attrs
 
 from wire._codec import decode, encode
 from wire._errors import CancelReason, ErrorCode, LocalProtocolError, RemoteProtocolError
+from wire._limits import (
+    DEFAULT_MAX_ARG_DEPTH,
+    DEFAULT_MAX_ARG_ITEMS,
+    ArgumentLimits,
+    check_arguments,
+)
 from wire._messages import (
     PROTOCOL_VERSION,
     Bye,
@@ -60,6 +66,13 @@ class ServerLimits:
     max_in_flight: int = 4096
     #: Calls all peers together may have in flight; more are answered ``overloaded``.
     max_in_flight_total: int = 65536
+    #: Frames held per peer whose pipe is full before it is dropped as a slow consumer (not
+    #: announced; ``[wire] maxBacklog``).
+    max_backlog: int = 100_000
+    #: Deepest nesting of arrays and maps in a call's ``args`` (``args`` is depth 1).
+    max_arg_depth: int = DEFAULT_MAX_ARG_DEPTH
+    #: Most elements in any one array or map of a call's ``args``.
+    max_arg_items: int = DEFAULT_MAX_ARG_ITEMS
     #: Server software name sent in the welcome.
     name: str = "agent-actors"
 
@@ -144,6 +157,9 @@ class ServerProtocol:
         self.limits = limits or ServerLimits()
         self._peers: dict[bytes, _Peer] = {}
         self._in_flight = 0
+        self._arg_limits = ArgumentLimits(
+            max_depth=self.limits.max_arg_depth, max_items=self.limits.max_arg_items
+        )
         self._welcome = encode(
             Welcome(
                 name=self.limits.name,
@@ -250,6 +266,18 @@ class ServerProtocol:
                 limit=limits.max_in_flight,
             )
             return [Send(peer.identity, encode(reply))]
+        exceeded = check_arguments(call.args, self._arg_limits) if call.args else None
+        if exceeded is not None:
+            # Refused before admission (docs/protocol.md § 11.4): never in flight, never run.
+            where = f"{exceeded.path}: " if exceeded.path else ""
+            reply = Error.of(
+                call.id,
+                ErrorCode.ARGUMENTS_INVALID,
+                f"{call.endpoint}: {where}{exceeded.problem}",
+                path=exceeded.path,
+                limit=exceeded.limit,
+            )
+            return [Send(peer.identity, encode(reply))]
         deadline = None
         if call.deadline_ms is not None:
             if call.deadline_ms <= 0:
@@ -309,10 +337,7 @@ class ServerProtocol:
             if not isinstance(outcome, Interrupted)
             else _interruption(record, state_at_end, outcome)
         )
-        try:
-            frame = encode(reply)
-        except LocalProtocolError as exc:
-            frame = encode(Error.of(record.call.id, ErrorCode.INTERNAL, str(exc)))
+        frame = _encode_reply(reply)
         if len(frame) > self.limits.max_frame_bytes:
             frame = encode(
                 Error.of(
@@ -386,6 +411,31 @@ class ServerProtocol:
             for record in peer.calls.values():
                 counts[record.state.value] += 1
         return counts
+
+
+#: Result values that cannot hold a map key, so their encoding needs no second look.
+_SCALARS = frozenset((bytes, str, int, float, bool, type(None)))
+
+
+def _encode_reply(reply: Result | Error) -> bytes:
+    """Encode a terminal frame; a result the client could not decode becomes ``internal``.
+
+    msgpack writes some values the protocol forbids: a map key that is not a string ("Map keys
+    are strings, everywhere", ``docs/protocol.md`` § 2.1) encodes fine but makes the client's
+    strict decoder reject the whole frame, and the connection with it. So a result that holds
+    containers is decoded once more with the client's rules, and failing that, only this call
+    fails (§ 5.3 step 9: "the terminal frame becomes ``internal``").
+    """
+    try:
+        frame = encode(reply)
+        if isinstance(reply, Result) and type(reply.value) not in _SCALARS:
+            decode(frame, max_frame_bytes=len(frame))
+        return frame
+    except LocalProtocolError as exc:
+        reason = str(exc)
+    except RemoteProtocolError as exc:
+        reason = f"cannot encode result: {exc.reply.message if exc.reply else exc}"
+    return encode(Error.of(reply.id, ErrorCode.INTERNAL, reason))
 
 
 def _interruption(record: CallRecord, state: CallState, how: Interrupted) -> Error:

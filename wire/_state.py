@@ -17,6 +17,10 @@ __all__ = ["CALL_TRANSITIONS", "CallInput", "CallState", "next_call_state"]
 
 
 class CallState(Enum):
+    # Members are singletons, so identity hashing is exact; Enum's own ``__hash__`` is Python
+    # code, and the transition table hashes a pair of these per state change.
+    __hash__ = object.__hash__
+
     #: Received; waiting for admission (the actor's mailbox, an activation).
     QUEUED = "queued"
     #: The handler is executing.
@@ -30,6 +34,8 @@ class CallState(Enum):
 
 
 class CallInput(Enum):
+    __hash__ = object.__hash__
+
     #: The handler was admitted and began executing.
     START = "start"
     #: Cancel requested (by the caller, a deadline, a supersede, peer loss or shutdown).

@@ -78,14 +78,14 @@ def test_mutates_flag_and_doc() -> None:
     )
 
 
-def test_sync_methods_are_refused() -> None:
-    """@Remote on a non-async method is a declaration error."""
-    with pytest.raises(TypeError, match=r"must be async$"):
+def test_generators_are_refused() -> None:
+    """@Remote on a generator (sync or async) is a declaration error."""
+    with pytest.raises(TypeError, match=r"must be a plain or async function, not a generator$"):
 
         class Bad(RemoteService):
             @Remote
-            def sync(self) -> None:  # type: ignore[type-var]
-                pass
+            def numbers(self) -> Any:
+                yield 1
 
 
 def test_unannotated_parameters_are_refused() -> None:

@@ -17,6 +17,7 @@ SANS_IO = [
     "_client_protocol.py",
     "_shapes.py",
     "_endpoints.py",
+    "_limits.py",
 ]
 
 

@@ -51,6 +51,10 @@ class Probe:
     async def fail(self, ctx: Any, args: dict[str, Any]) -> None:
         raise RuntimeError("handler broke")
 
+    async def unencodable(self, ctx: Any, args: dict[str, Any]) -> Any:
+        """A result msgpack or the protocol cannot carry, picked by ``value``."""
+        return {"int-key": {"ok": {1: "one"}}, "object": [object()]}[args["value"]]
+
 
 def registry(probe: Probe) -> Registry:
     value = Param(name="value", wire_name="value", annotation=Any)
@@ -60,6 +64,10 @@ def registry(probe: Probe) -> Registry:
             Endpoint(spec=EndpointSpec(name="t/echo", params=(value,)), handler=probe.echo),
             Endpoint(spec=EndpointSpec(name="t/sleep", params=(seconds,)), handler=probe.sleep),
             Endpoint(spec=EndpointSpec(name="t/fail"), handler=probe.fail),
+            Endpoint(
+                spec=EndpointSpec(name="t/unencodable", params=(value,)),
+                handler=probe.unencodable,
+            ),
         ]
     )
 
@@ -125,6 +133,39 @@ async def test_handler_exception_is_internal_and_server_survives(nursery: trio.N
             with pytest.raises(InternalError, match=r"^handler broke$"):
                 await client.call("t/fail")
             assert await client.call("t/echo", {"value": 1}) == 1
+        await server.aclose()
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        ("int-key", r"int is not allowed for map key"),
+        ("object", r"cannot send a value of type object"),
+    ],
+)
+async def test_unencodable_result_fails_only_that_call(
+    nursery: trio.Nursery, kind: str, reason: str
+) -> None:
+    """A result the wire cannot carry fails its own call with internal; the connection and
+    the calls beside it go on."""
+    from wire import InternalError
+
+    with trio.fail_after(10):
+        server, _, bound = await start(nursery, "tcp://127.0.0.1:0")
+        async with open_client(bound) as client:
+            results: list[Any] = []
+
+            async def echo(i: int) -> None:
+                results.append(await client.call("t/echo", {"value": i}))
+
+            async with trio.open_nursery() as calls:
+                for i in range(20):
+                    calls.start_soon(echo, i)
+                with pytest.raises(InternalError, match=rf"^cannot encode result: .*{reason}"):
+                    await client.call("t/unencodable", {"value": kind})
+            assert sorted(results) == list(range(20))
+            assert client.statistics().state == "ready"
+            assert await client.call("t/echo", {"value": "after"}) == "after"
         await server.aclose()
 
 

@@ -1,0 +1,64 @@
+"""``python -m actors.cluster worker …``: one worker process, started by the supervisor."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+import trio
+
+from actors._config import ConfigError, load_config
+from actors.cluster._supervisor import WORKER_READY
+from actors.cluster._worker import run_worker
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m actors.cluster")
+    commands = parser.add_subparsers(dest="command", required=True)
+    worker = commands.add_parser("worker", help="run one worker (started by the supervisor)")
+    worker.add_argument("--id", required=True, help="worker id (w1, w2, …)")
+    worker.add_argument("--control", required=True, help="the supervisor's control endpoint")
+    worker.add_argument("--endpoint", required=True, help="private endpoint to bind")
+    worker.add_argument("--data", type=Path, required=True, help="shared data directory")
+    worker.add_argument("--shards", type=int, required=True, help="shard count S")
+    worker.add_argument("--ttl", type=float, default=10.0, help="lease TTL in seconds")
+    worker.add_argument("--config", type=Path, help="TOML configuration file")
+    worker.add_argument("--sessions", type=Path, help="an existing DSH sessions directory")
+    worker.add_argument("--writable", action="store_true", help="allow writes to --sessions")
+    worker.add_argument("--durability", choices=("fsync", "flush", "write-behind"))
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"agent-actors worker: {exc}", file=sys.stderr)
+        return 2
+    if args.durability is not None:
+        config = attrs.evolve(config, durability=args.durability)
+
+    def ready(addresses: list[str]) -> None:
+        print(f"{WORKER_READY} {' '.join(addresses)}", flush=True)
+
+    trio.run(
+        functools.partial(
+            run_worker,
+            worker_id=args.id,
+            control=args.control,
+            endpoint=args.endpoint,
+            config=config,
+            data_dir=args.data,
+            shard_count=args.shards,
+            ttl=args.ttl,
+            sessions_dir=args.sessions,
+            writable=args.writable,
+            on_ready=ready,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""A worker's shard gate: which shards it owns, and the calls in flight on each.
+
+Every call for an agent passes the gate (wire calls through `gated_registry`, actor-to-actor
+calls through the worker's router): a shard the worker does not own, or is handing over,
+answers ``moved``; an owned shard counts the call until it ends, so a handover can wait until
+the shard is drained before its sessions are closed and its claim released.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import trio
+
+from actors.cluster._coordinator import Claim, ClusterView
+from actors.cluster._shards import shard_of
+from wire import CallContext, Endpoint, Registry
+from wire._errors import MovedError
+
+__all__ = ["ClusterRegistry", "ShardGate", "gated_registry", "shard_map"]
+
+
+def shard_map(view: ClusterView | None, *, self_id: str | None = None) -> dict[str, Any]:
+    """The ``cluster`` entry of ``system/describe``: the shard map a client routes by."""
+    if view is None:
+        return {"revision": 0, "shardCount": 0, "hash": "blake2b-64", "workers": {}, "owners": []}
+    owners = view.owners()
+    return {
+        "revision": view.revision,
+        "shardCount": view.shard_count,
+        "hash": "blake2b-64",
+        "workers": {m.worker_id: m.endpoint for m in view.members},
+        "owners": [c.worker_id if c is not None else None for c in owners],
+        "epochs": [c.epoch if c is not None else None for c in owners],
+        **({"self": self_id} if self_id is not None else {}),
+    }
+
+
+class ClusterRegistry(Registry):
+    """A registry whose ``system/describe`` also carries the shard map (``cluster``)."""
+
+    def __init__(self, cluster_map: Any, endpoints: Any = ()) -> None:
+        super().__init__(endpoints)
+        self._cluster_map = cluster_map
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "cluster": self._cluster_map()}
+
+
+class ShardGate:
+    """Ownership and in-flight calls per shard, for one worker.
+
+    Args:
+        worker_id: This worker's id (named in ``moved`` answers it gives about itself).
+        shard_count: S.
+    """
+
+    def __init__(self, worker_id: str, shard_count: int) -> None:
+        self.worker_id = worker_id
+        self.shard_count = shard_count
+        #: The latest cluster view seen (for the owner named in ``moved``).
+        self.view: ClusterView | None = None
+        self._owned: dict[int, Claim] = {}
+        self._draining: set[int] = set()
+        self._in_flight = [0] * shard_count
+        self._drained: dict[int, trio.Event] = {}
+        self._changed = trio.Event()
+
+    # -- calls ------------------------------------------------------------------------------
+
+    def enter(self, agent_id: str) -> int:
+        """Admit a call for ``agent_id``; return its shard (pass it to :meth:`leave`).
+
+        Raises:
+            MovedError: the shard is not owned here, or is being handed over.
+        """
+        shard = shard_of(agent_id, self.shard_count)
+        if shard not in self._owned or shard in self._draining:
+            raise self.moved(agent_id, shard)
+        self._in_flight[shard] += 1
+        return shard
+
+    def leave(self, shard: int) -> None:
+        self._in_flight[shard] -= 1
+        if self._in_flight[shard] == 0 and shard in self._drained:
+            self._drained.pop(shard).set()
+
+    def owns(self, agent_id: str) -> bool:
+        shard = shard_of(agent_id, self.shard_count)
+        return shard in self._owned and shard not in self._draining
+
+    def moved(self, agent_id: str, shard: int) -> MovedError:
+        owner = self.view.owner(shard) if self.view is not None else None
+        if owner is not None and owner.worker_id == self.worker_id:
+            owner = None  # our own claim, being handed over: no owner to name yet
+        return MovedError(
+            f"agent {agent_id!r} is in shard {shard}, "
+            + (f"owned by worker {owner.worker_id!r}" if owner else "which is being handed over"),
+            details={
+                "agentId": agent_id,
+                "shard": shard,
+                "owner": owner.worker_id if owner else None,
+                "endpoint": owner.endpoint if owner else None,
+                "revision": self.view.revision if self.view is not None else 0,
+            },
+        )
+
+    # -- ownership --------------------------------------------------------------------------
+
+    @property
+    def owned(self) -> dict[int, Claim]:
+        return dict(self._owned)
+
+    def in_flight(self, shard: int) -> int:
+        return self._in_flight[shard]
+
+    def own(self, claim: Claim) -> None:
+        self._owned[claim.shard] = claim
+        self._draining.discard(claim.shard)
+        self._notify()
+
+    async def drain(self, shard: int, *, grace: float) -> bool:
+        """Stop admitting calls for ``shard`` and wait (at most ``grace`` s) for those in
+        flight; whether it drained."""
+        self._draining.add(shard)
+        self._notify()
+        if self._in_flight[shard] == 0:
+            await trio.lowlevel.checkpoint()
+            return True
+        event = self._drained.setdefault(shard, trio.Event())
+        with trio.move_on_after(grace):
+            await event.wait()
+        return self._in_flight[shard] == 0
+
+    def forget(self, shard: int) -> None:
+        """The shard is no longer ours (released, or revoked by the coordinator)."""
+        self._owned.pop(shard, None)
+        self._draining.discard(shard)
+        self._notify()
+
+    def observe(self, view: ClusterView) -> list[int]:
+        """Adopt ``view``; return the shards we thought we owned that it says we lost (the
+        lease expired): they are dropped at once, so nothing more is admitted for them."""
+        self.view = view
+        lost = []
+        for shard, claim in list(self._owned.items()):
+            current = view.owner(shard)
+            if current is None or current.epoch != claim.epoch:
+                lost.append(shard)
+                self.forget(shard)
+        self._notify()
+        return lost
+
+    async def wait_changed(self, seconds: float) -> None:
+        """Wait until ownership or the view changes (or ``seconds`` pass)."""
+        with trio.move_on_after(seconds):
+            await self._changed.wait()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+
+@attrs.frozen
+class _Refused:
+    error: MovedError
+
+
+@attrs.frozen
+class _Admitted:
+    shard: int
+    inner: Any
+
+
+class _InnerContext:
+    """The wire context of a gated call, handing the inner endpoint its own reservation."""
+
+    __slots__ = ("_outer", "reservation")
+
+    def __init__(self, outer: CallContext, reservation: Any) -> None:
+        self._outer = outer
+        self.reservation = reservation
+
+    @property
+    def peer(self) -> bytes:
+        return self._outer.peer
+
+    @property
+    def call_id(self) -> int:
+        return self._outer.call_id
+
+    def running(self) -> None:
+        self._outer.running()
+
+
+def _gated(endpoint: Endpoint, lookup: str, gate: ShardGate) -> Endpoint:
+    inner_arrival = endpoint.on_arrival
+    inner_handler = endpoint.handler
+    inner_inline = endpoint.run_inline
+
+    def on_arrival(args: dict[str, Any]) -> Any:
+        try:
+            shard = gate.enter(args[lookup])
+        except MovedError as exc:
+            return _Refused(exc)
+        return _Admitted(shard, inner_arrival(args) if inner_arrival is not None else None)
+
+    async def handler(context: CallContext, args: dict[str, Any]) -> Any:
+        reservation = context.reservation
+        if isinstance(reservation, _Refused):
+            raise reservation.error
+        if not isinstance(reservation, _Admitted):  # a call that skipped on_arrival
+            reservation = _Admitted(gate.enter(args[lookup]), None)
+        try:
+            return await inner_handler(_InnerContext(context, reservation.inner), args)
+        finally:
+            gate.leave(reservation.shard)
+
+    def run_inline(context: CallContext, args: dict[str, Any]) -> Any:
+        assert inner_inline is not None
+        shard = gate.enter(args[lookup])
+        try:
+            return inner_inline(context, args)
+        finally:
+            gate.leave(shard)
+
+    return attrs.evolve(
+        endpoint,
+        handler=handler,
+        on_arrival=on_arrival,
+        run_inline=run_inline if inner_inline is not None else None,
+    )
+
+
+def gated_registry(registry: Registry, gate: ShardGate) -> ClusterRegistry:
+    """A copy of ``registry`` whose agent endpoints pass ``gate``; its describe carries the
+    shard map as this worker sees it."""
+    out = ClusterRegistry(lambda: shard_map(gate.view, self_id=gate.worker_id))
+    for endpoint in registry:
+        lookup = next((p.name for p in endpoint.spec.params if p.lookup == "agent"), None)
+        if endpoint.spec.name.startswith("system/"):
+            continue  # the server adds its own
+        out.add(endpoint if lookup is None else _gated(endpoint, lookup, gate))
+    return out

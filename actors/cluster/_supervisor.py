@@ -1,0 +1,264 @@
+"""The supervisor: N worker processes, the coordinator, and the public endpoint.
+
+``agent-actors serve --workers N`` runs `supervise`. It holds the `InProcessCoordinator` and
+serves it to the workers on a private control endpoint; starts N workers (``python -m
+actors.cluster worker …``) in their own process group, so a terminal's Ctrl-C reaches only the
+supervisor; restarts a worker that exits (its lease is revoked the moment the exit is seen, so
+its shards fail over at once, and its client is closed, so calls in flight on it fail with
+``unavailable`` at once); and forwards public calls to the owners. On SIGINT or SIGTERM it
+drains: the public server cancels calls in flight (each gets its one terminal frame, reason
+``shutdown``), then every worker gets SIGTERM and drains itself, then the supervisor exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from actors.cluster._coordinator_local import InProcessCoordinator
+from actors.cluster._coordinator_wire import coordinator_endpoints
+from actors.cluster._pool import ClientPool
+from actors.cluster._router import forwarding_registry
+from actors.cluster._shards import DEFAULT_SHARDS, rendezvous_owner
+from wire import Registry, Server, ServerLimits
+
+__all__ = ["WORKER_READY", "ClusterOptions", "supervise"]
+
+log = logging.getLogger("actors.cluster")
+
+#: First line a worker prints, then its bound address.
+WORKER_READY = "agent-actors worker: serving on"
+#: Longest ipc path ZeroMQ accepts on Linux is 107 bytes; longer data dirs use loopback tcp.
+_IPC_PATH_MAX = 100
+
+
+@attrs.frozen(kw_only=True)
+class ClusterOptions:
+    """How the supervisor runs its workers."""
+
+    workers: int
+    shard_count: int = DEFAULT_SHARDS
+    #: Lease TTL of each worker (seconds); a hung worker loses its shards after this.
+    ttl: float = 10.0
+    #: Arguments passed on to every worker (``--config``, ``--sessions``, …).
+    worker_args: tuple[str, ...] = ()
+    #: Seconds to wait for all workers and every shard owned at start.
+    start_timeout: float = 60.0
+    #: Seconds a worker gets to drain after SIGTERM before it is killed.
+    stop_timeout: float = 15.0
+
+
+def _private_endpoint(data_dir: Path, name: str) -> str:
+    path = data_dir.resolve() / "cluster" / f"{name}.sock"
+    if len(str(path)) <= _IPC_PATH_MAX:
+        return f"ipc://{path}"
+    return "tcp://127.0.0.1:0"
+
+
+@attrs.define(eq=False)
+class _Worker:
+    worker_id: str
+    process: trio.Process | None = None
+    endpoint: str | None = None
+    restarts: int = 0
+
+
+class _Workers:
+    def __init__(
+        self,
+        options: ClusterOptions,
+        coordinator: InProcessCoordinator,
+        pool: ClientPool,
+        control: str,
+        data_dir: Path,
+    ) -> None:
+        self.options = options
+        self.coordinator = coordinator
+        self.pool = pool
+        self.control = control
+        self.data_dir = data_dir
+        self.stopping = False
+        self.workers = [_Worker(f"w{i + 1}") for i in range(options.workers)]
+
+    def command(self, worker: _Worker) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "actors.cluster",
+            "worker",
+            "--id",
+            worker.worker_id,
+            "--control",
+            self.control,
+            "--endpoint",
+            _private_endpoint(self.data_dir, worker.worker_id),
+            "--data",
+            str(self.data_dir),
+            "--shards",
+            str(self.options.shard_count),
+            "--ttl",
+            str(self.options.ttl),
+            *self.options.worker_args,
+        ]
+
+    async def keep_running(self, worker: _Worker) -> None:
+        """Run ``worker``, restarting it whenever it exits, until stopping."""
+        backoff = 0.1
+        while not self.stopping:
+            started = trio.current_time()
+            try:
+                await self._run_once(worker)
+            except Exception:
+                log.exception("worker %s failed to start", worker.worker_id)
+            if self.stopping:
+                return
+            worker.restarts += 1
+            backoff = 0.1 if trio.current_time() - started > 10 else min(backoff * 2, 5.0)
+            print(
+                f"agent-actors: worker {worker.worker_id} exited "
+                f"(status {worker.process.returncode if worker.process else None}); "
+                f"restarting in {backoff:g} s",
+                file=sys.stderr,
+                flush=True,
+            )
+            await trio.sleep(backoff)
+
+    async def _run_once(self, worker: _Worker) -> None:
+        process = await trio.lowlevel.open_process(
+            self.command(worker),
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        worker.process = process
+        try:
+            assert process.stdout is not None
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._read_stdout, worker, process.stdout)
+                await process.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+                self._forget(worker)
+
+    async def _read_stdout(self, worker: _Worker, stream: trio.abc.ReceiveStream) -> None:
+        buffer = b""
+        async for chunk in stream:
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                text = line.decode(errors="replace")
+                if text.startswith(WORKER_READY):
+                    worker.endpoint = text.removeprefix(WORKER_READY).split()[0]
+                else:
+                    print(f"[{worker.worker_id}] {text}", file=sys.stderr, flush=True)
+
+    def _forget(self, worker: _Worker) -> None:
+        """The worker's process is gone: revoke its lease (its shards fail over now) and
+        close its client (calls in flight on it fail with ``unavailable`` now)."""
+        lease = self.coordinator.lease_of(worker.worker_id)
+        if lease is not None:
+            self.coordinator.revoke(lease.lease_id)
+        if worker.endpoint is not None:
+            self.pool.close(worker.endpoint)
+
+    def settled(self) -> bool:
+        """Every worker joined and every shard held by its rendezvous owner."""
+        view = self.coordinator.current()
+        ids = view.worker_ids()
+        if len(ids) != len(self.workers):
+            return False
+        owners = view.owners()
+        return all(
+            claim is not None and claim.worker_id == rendezvous_owner(shard, ids)
+            for shard, claim in enumerate(owners)
+        )
+
+    async def stop(self) -> None:
+        """SIGTERM every worker, wait for each to drain and exit (kill after the timeout)."""
+        self.stopping = True
+        for worker in self.workers:
+            if worker.process is not None and worker.process.returncode is None:
+                worker.process.send_signal(signal.SIGTERM)
+        with trio.move_on_after(self.options.stop_timeout):
+            for worker in self.workers:
+                if worker.process is not None:
+                    await worker.process.wait()
+        for worker in self.workers:
+            if worker.process is not None and worker.process.returncode is None:
+                log.warning("worker %s did not stop in time; killing it", worker.worker_id)
+                worker.process.kill()
+                await worker.process.wait()
+
+    def pids(self) -> dict[str, int | None]:
+        return {w.worker_id: (w.process.pid if w.process else None) for w in self.workers}
+
+
+async def supervise(
+    endpoints: Sequence[str],
+    data_dir: Path,
+    options: ClusterOptions,
+    *,
+    limits: ServerLimits | None = None,
+    on_ready: Callable[[list[str]], None] | None = None,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run the supervisor until SIGINT or SIGTERM, then drain and stop every worker."""
+    if options.workers < 1:
+        raise ValueError(f"--workers must be at least 1, got {options.workers}")
+    data_dir = Path(data_dir)
+    await trio.Path(data_dir / "cluster").mkdir(parents=True, exist_ok=True)
+    coordinator = InProcessCoordinator(options.shard_count)
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            control = Server(Registry(coordinator_endpoints(coordinator)))
+            control_endpoint = _private_endpoint(data_dir, "control")
+            if control_endpoint.startswith("tcp://"):
+                control_endpoint = f"ipc://{tempfile.mkdtemp(prefix='aa-')}/control.sock"
+            control_address = (await nursery.start(control.run, control_endpoint))[0]
+            pool = ClientPool(nursery, name="agent-actors supervisor")
+            workers = _Workers(options, coordinator, pool, control_address, data_dir)
+            for worker in workers.workers:
+                nursery.start_soon(workers.keep_running, worker)
+
+            with trio.fail_after(options.start_timeout):
+                while not workers.settled():
+                    await coordinator.changed(coordinator.revision)
+                first = coordinator.current().members[0].endpoint
+                described = await (await pool.get(first)).call("system/describe")
+
+            async def wait_change(seconds: float) -> None:
+                with trio.move_on_after(seconds):
+                    await coordinator.changed(coordinator.revision)
+
+            registry = forwarding_registry(described, pool, coordinator.current, wait_change)
+            public = Server(registry, limits=limits)
+            addresses = await nursery.start(public.run, list(endpoints))
+            if on_ready is not None:
+                on_ready(addresses)
+            task_status.started(addresses)
+            async for signum in signals:
+                print(
+                    f"agent-actors: {signal.Signals(signum).name}: draining "
+                    f"{len(workers.workers)} worker(s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                await public.aclose()
+                await workers.stop()
+                await control.aclose()
+                nursery.cancel_scope.cancel()
+                break

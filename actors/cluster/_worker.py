@@ -1,0 +1,171 @@
+"""One worker process: a normal runtime on a private endpoint, serving only its shards.
+
+The worker joins the supervisor's coordinator (over the control endpoint), claims its shards
+(`keep_shards`), and serves the actor system through a gated registry: a call for an agent in a
+shard it does not own answers ``moved`` naming the owner. Its own actor-to-actor calls
+(``prepare`` reading other sessions, ``agents/create`` titling the new session) go to the
+owner of the target agent, here or in another worker. It exits on SIGTERM (graceful drain,
+like ``agent-actors serve``), when its lease is lost, or when its supervisor is gone.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from actors._config import Config
+from actors._query_limits import limit_queries
+from actors._serve import Runtime, call_local, open_runtime
+from actors._system import ActorSystem
+from actors.cluster._coordinator import Member
+from actors.cluster._coordinator_wire import RemoteCoordinator
+from actors.cluster._gate import ShardGate, gated_registry
+from actors.cluster._keeper import keep_shards
+from actors.cluster._pool import ClientPool
+from actors.cluster._router import call_owner
+from actors.cluster._shards import shard_of
+from wire import Server, open_client
+from wire._errors import MovedError
+
+__all__ = ["run_worker"]
+
+log = logging.getLogger("actors.cluster")
+
+#: How often a worker checks that its supervisor is still its parent (seconds).
+_PARENT_CHECK = 0.5
+
+
+def _router(
+    system: ActorSystem, gate: ShardGate, pool: ClientPool
+) -> Callable[[str, dict[str, Any]], Awaitable[Any]]:
+    """Actor-to-actor calls: local when this worker owns the agent, else to its owner."""
+
+    async def route(endpoint: str, args: dict[str, Any]) -> Any:
+        target = system.registry.get(endpoint)
+        lookup = target is not None and any(p.lookup == "agent" for p in target.spec.params)
+        agent_id = args.get("agentId") if lookup else None
+        if not isinstance(agent_id, str) or target is None:
+            return await call_local(system, endpoint, args)
+        try:
+            shard = gate.enter(agent_id)
+        except MovedError:
+            return await call_owner(
+                pool,
+                lambda: gate.view,
+                gate.wait_changed,
+                endpoint,
+                args,
+                agent_id,
+                result=target.spec.result,
+            )
+        try:
+            return await call_local(system, endpoint, args)
+        finally:
+            gate.leave(shard)
+
+    return route
+
+
+async def _close_shard(runtime: Runtime, gate: ShardGate, shard: int) -> None:
+    """Passivate the shard's actors and close its session states (flush, unlock)."""
+    count = gate.shard_count
+
+    def in_shard(agent_id: str) -> bool:
+        return shard_of(agent_id, count) == shard
+
+    await runtime.system.passivate_matching(in_shard)
+    for state in runtime.sessions.directory.live_states():
+        if in_shard(state.session_id):
+            await state.aclose()
+
+
+async def run_worker(
+    *,
+    worker_id: str,
+    control: str,
+    endpoint: str,
+    config: Config,
+    data_dir: Path,
+    shard_count: int,
+    ttl: float,
+    sessions_dir: Path | None = None,
+    writable: bool = False,
+    on_ready: Callable[[list[str]], None] | None = None,
+) -> None:
+    """Serve as worker ``worker_id`` until SIGTERM, a lost lease or the supervisor's exit."""
+    parent = os.getppid()
+    gate = ShardGate(worker_id, shard_count)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with (
+            open_client(control, name=f"agent-actors worker {worker_id}") as control_client,
+            trio.open_nursery() as nursery,
+        ):
+            pool = ClientPool(nursery, name=f"agent-actors worker {worker_id}")
+            coordinator = RemoteCoordinator(control_client, shard_count)
+            async with open_runtime(
+                config,
+                data_dir,
+                sessions_dir=sessions_dir,
+                writable=writable,
+                route=lambda system: _router(system, gate, pool),
+            ) as runtime:
+                registry = gated_registry(
+                    limit_queries(runtime.system.registry, config.max_query_length), gate
+                )
+                server = Server(registry, limits=config.wire)
+                addresses = await nursery.start(server.run, [endpoint])
+                member = Member(worker_id=worker_id, endpoint=addresses[0])
+
+                def forget_gone(view: Any) -> None:
+                    live = {m.endpoint for m in view.members}
+                    for known in pool.endpoints():
+                        if known not in live:
+                            pool.close(known)
+
+                keeper = trio.CancelScope()
+
+                async def keep() -> None:
+                    with keeper:
+                        await keep_shards(
+                            coordinator,
+                            gate,
+                            member,
+                            ttl=ttl,
+                            close_shard=functools.partial(_close_shard, runtime, gate),
+                            on_view=forget_gone,
+                        )
+                    stop.set()
+
+                stop = trio.Event()
+                nursery.start_soon(keep)
+                if on_ready is not None:
+                    on_ready(addresses)
+
+                async def on_signal() -> None:
+                    async for signum in signals:
+                        log.info("worker %s: %s", worker_id, signal.Signals(signum).name)
+                        stop.set()
+                        return
+
+                async def watch_parent() -> None:
+                    # No event tells a child its parent died; polling getppid is the portable way.
+                    while os.getppid() == parent:  # noqa: ASYNC110
+                        await trio.sleep(_PARENT_CHECK)
+                    print(f"worker {worker_id}: supervisor gone", file=sys.stderr, flush=True)
+                    stop.set()
+
+                nursery.start_soon(on_signal)
+                nursery.start_soon(watch_parent)
+                await stop.wait()
+                await server.aclose()
+                keeper.cancel()
+                pool.close_all()
+                nursery.cancel_scope.cancel()

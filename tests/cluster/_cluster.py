@@ -1,0 +1,90 @@
+"""Helpers for tests that run a real supervisor with worker processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from actors._demo import start_server_process
+
+SHARDS = 16
+
+
+def user_message(text: str) -> dict[str, Any]:
+    """One ``user/message`` event as a host appends it."""
+    return {
+        "type": "user/message",
+        "data": {
+            "id": text,
+            "role": "user",
+            "content": [{"type": "text", "text": text}],
+            "source": {"kind": "user"},
+        },
+        "surfaceOp": "append",
+    }
+
+
+@attrs.define
+class Cluster:
+    process: trio.Process
+    address: str
+    data: Path
+
+    def worker_pids(self) -> dict[str, int]:
+        """Worker id -> pid of the supervisor's live worker processes (from /proc)."""
+        found: dict[str, int] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{entry}/cmdline", "rb") as cmd:
+                    argv = cmd.read().split(b"\0")
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == self.process.pid and b"--id" in argv:
+                found[argv[argv.index(b"--id") + 1].decode()] = int(entry)
+        return found
+
+    async def stop(self, grace: float = 30) -> int | None:
+        if self.process.returncode is None:
+            self.process.send_signal(signal.SIGTERM)
+        with trio.move_on_after(grace):
+            await self.process.wait()
+        return self.process.returncode
+
+
+@asynccontextmanager
+async def running_cluster(
+    tmp_path: Path, *, workers: int = 2, shards: int = SHARDS, extra: list[str] | None = None
+) -> AsyncIterator[Cluster]:
+    """``agent-actors serve --workers N`` on an ipc endpoint; killed (with its workers) at exit."""
+    data = tmp_path / "data"
+    process, addresses = await start_server_process(
+        f"ipc://{tmp_path}/pub.sock",
+        data,
+        extra=["--workers", str(workers), "--shards", str(shards), *(extra or [])],
+        ready_within=90,
+    )
+    cluster = Cluster(process=process, address=addresses[0], data=data)
+    try:
+        yield cluster
+    finally:
+        with trio.CancelScope(shield=True):
+            pids = cluster.worker_pids()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+            for pid in pids.values():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass

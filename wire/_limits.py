@@ -1,0 +1,165 @@
+"""Limits on hostile input that the frame size alone does not bound.
+
+An 8 MiB frame can hold a million-element array or a map nested thousands of levels deep;
+either costs far more to validate and to hand to a handler than its size suggests. The server
+checks every call's ``args`` against :class:`ArgumentLimits` before the call is admitted
+(``docs/protocol.md`` § 11.4), and :func:`salvage_call_id` reads the call id out of a frame that
+cannot be decoded whole, so that even a frame the codec rejects gets an error for its call
+instead of leaving the caller waiting for its deadline.
+
+Sans-IO: plain functions over decoded values and bytes; no clock, no socket.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import msgpack
+
+__all__ = [
+    "DEFAULT_MAX_ARG_DEPTH",
+    "DEFAULT_MAX_ARG_ITEMS",
+    "ArgumentLimits",
+    "LimitExceeded",
+    "check_arguments",
+    "salvage_call_id",
+]
+
+#: Deepest nesting of arrays and maps inside ``args`` (``args`` itself is depth 1). The DSH
+#: contract nests about six levels (an append's events → event → data → message → content →
+#: part); 32 leaves room without letting a peer make the server recurse thousands of levels.
+DEFAULT_MAX_ARG_DEPTH = 32
+#: Most elements in any one array or map inside ``args`` (``args`` itself included).
+DEFAULT_MAX_ARG_ITEMS = 65_536
+
+#: Call ids stay exact in a JavaScript number; repeated here so the module needs no codec.
+_MAX_CALL_ID = 2**53 - 1
+
+
+@attrs.frozen(kw_only=True)
+class ArgumentLimits:
+    """Structural limits on one call's ``args``."""
+
+    #: Deepest nesting of arrays and maps, counting ``args`` itself as depth 1.
+    max_depth: int = DEFAULT_MAX_ARG_DEPTH
+    #: Most elements (array items or map entries) in any one array or map.
+    max_items: int = DEFAULT_MAX_ARG_ITEMS
+
+
+@attrs.frozen
+class LimitExceeded:
+    """Where ``args`` broke a limit, and which."""
+
+    #: The offending value's path in the ``details.path`` syntax (``events[3].data``).
+    path: str
+    #: Human-readable, names the limit: ``nested deeper than 32 levels``.
+    problem: str
+    #: The limit's value, sent as ``details.limit``.
+    limit: int
+
+
+def check_arguments(args: Mapping[str, Any], limits: ArgumentLimits) -> LimitExceeded | None:
+    """The first limit ``args`` breaks, or ``None``.
+
+    Walks depth first in the order the map holds its keys; the walk stops at the first
+    problem, so its cost is bounded by the frame size even for hostile input. Scalars are
+    never looked into (strings are bounded by the frame size alone).
+    """
+    if len(args) > limits.max_items:
+        return LimitExceeded("", _too_many(len(args), limits.max_items), limits.max_items)
+    # An explicit stack rather than recursion: the depth limit must not depend on Python's.
+    stack: list[tuple[Any, str, int]] = [
+        (value, str(key), 2) for key, value in args.items() if _nested(value)
+    ]
+    stack.reverse()
+    max_depth = limits.max_depth
+    max_items = limits.max_items
+    if stack and max_depth < 2:
+        value, path, _ = stack[-1]
+        return LimitExceeded(path, _too_deep(max_depth), max_depth)
+    while stack:
+        value, path, depth = stack.pop()
+        if len(value) > max_items:
+            return LimitExceeded(path, _too_many(len(value), max_items), max_items)
+        children = (
+            [(v, f"{path}[{i}]") for i, v in enumerate(value) if _nested(v)]
+            if type(value) is list
+            else [(v, f"{path}.{k}") for k, v in value.items() if _nested(v)]
+        )
+        if not children:
+            continue
+        if depth >= max_depth:
+            return LimitExceeded(children[0][1], _too_deep(max_depth), max_depth)
+        stack.extend((v, p, depth + 1) for v, p in reversed(children))
+    return None
+
+
+def _nested(value: Any) -> bool:
+    return type(value) is list or type(value) is dict
+
+
+def _too_many(count: int, limit: int) -> str:
+    return f"{count} elements exceed the limit of {limit} per array or map"
+
+
+def _too_deep(limit: int) -> str:
+    return f"nested deeper than {limit} levels"
+
+
+# msgpack first bytes of the families a top-level key or a call id can take.
+_FIXSTR = range(0xA0, 0xC0)
+_STR8 = 0xD9
+_POSITIVE_FIXINT = range(0x00, 0x80)
+_UINTS = range(0xCC, 0xD0)
+_INTS = range(0xD0, 0xD4)
+
+
+def salvage_call_id(frame: bytes) -> int | None:
+    """The call id of a frame that is a msgpack map but cannot be decoded whole, if readable.
+
+    Reads the top-level map key by key and *skips* every value but ``id``: skipping neither
+    builds objects nor checks UTF-8 or map keys, so an invalid string or a non-string key deep
+    inside ``args`` does not hide the id, and an oversized frame costs no memory. Keys that are
+    not short strings are skipped too. Returns ``None`` when the frame is not a map, the id is
+    missing, comes after the damage, or is not a valid call id.
+    """
+    try:
+        unpacker = msgpack.Unpacker(
+            raw=False, strict_map_key=False, max_buffer_size=max(len(frame), 1)
+        )
+        unpacker.feed(frame)
+        entries = unpacker.read_map_header()
+        for _ in range(entries):
+            if not _short_string_at(frame, unpacker.tell()):
+                unpacker.skip()  # the key
+                unpacker.skip()  # its value
+                continue
+            key = unpacker.unpack()
+            if key != "id":
+                unpacker.skip()
+                continue
+            if not _integer_at(frame, unpacker.tell()):
+                return None
+            value = unpacker.unpack()
+            if type(value) is int and 0 <= value <= _MAX_CALL_ID:
+                return value
+            return None
+    except Exception:  # msgpack raises several unrelated types for damaged input
+        return None
+    return None
+
+
+def _short_string_at(frame: bytes, offset: int) -> bool:
+    if offset >= len(frame):
+        return False
+    first = frame[offset]
+    return first in _FIXSTR or (first == _STR8 and offset + 1 < len(frame))
+
+
+def _integer_at(frame: bytes, offset: int) -> bool:
+    if offset >= len(frame):
+        return False
+    first = frame[offset]
+    return first in _POSITIVE_FIXINT or first in _UINTS or first in _INTS
