@@ -268,56 +268,67 @@ def plot_png(
     path: Path,
     *,
     title: str,
-    throughput: Mapping[str, Mapping[int, float]],
     cdfs: Mapping[str, Sequence[Sequence[float | None]]],
+    throughput: Mapping[str, Mapping[int, float]] | None = None,
+    in_flight_label: str = "calls in flight (one connection)",
+    cdf_title: str = "latency CDF",
     limits: Mapping[str, float] | None = None,
 ) -> None:
-    """Two panels: calls/s against calls in flight, and latency CDFs (log microseconds).
+    """Latency CDFs (log microseconds), beside calls/s against calls in flight if given.
 
     Args:
         path: Where the PNG goes (parents created).
         title: Figure title.
-        throughput: Per stack, calls per second by calls in flight.
         cdfs: Per series, ``[percentile, microseconds]`` pairs (see :func:`latency_summary`).
+        throughput: Per stack, calls per second by calls in flight (a left panel if given).
+        in_flight_label: The throughput panel's x-axis label.
+        cdf_title: The CDF panel's title.
         limits: Vertical marker lines on the CDF panel, label to microseconds.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator
 
-    figure = Figure(figsize=(12, 4.8), layout="constrained")
+    figure = Figure(figsize=(12 if throughput else 7, 4.5), layout="constrained")
     FigureCanvasAgg(figure)
-    left, right = figure.subplots(1, 2)
-    for label, points in throughput.items():
-        levels = sorted(points)
-        left.plot(levels, [points[n] for n in levels], marker="o", label=label)
-    all_levels = sorted({n for points in throughput.values() for n in points})
-    left.set_xscale("log", base=2)
-    left.set_xticks(all_levels, [str(n) for n in all_levels])
-    left.set_ylim(bottom=0)
-    left.set_xlabel("calls in flight (one connection)")
-    left.set_ylabel("calls/s")
-    left.set_title("throughput")
-    left.grid(True, alpha=0.3)
-    left.legend()
+    if throughput:
+        left, right = figure.subplots(1, 2)
+        for label, points in throughput.items():
+            levels = sorted(points)
+            left.plot(levels, [points[n] for n in levels], marker="o", label=label)
+        every = sorted({n for points in throughput.values() for n in points})
+        left.set_xscale("log", base=2)
+        left.set_xticks(every, [str(n) for n in every])
+        left.set_ylim(bottom=0)
+        left.set_xlabel(in_flight_label)
+        left.set_ylabel("calls/s")
+        left.set_title("throughput")
+        left.grid(True, alpha=0.3)
+        left.legend(fontsize="small")
+    else:
+        right = figure.subplots()
     for label, cdf in cdfs.items():
         pairs = [(float(us), float(p) / 100) for p, us in cdf if us is not None and p is not None]
         if pairs:
-            right.step([us for us, _ in pairs], [f for _, f in pairs], where="post", label=label)
+            right.step([u for u, _ in pairs], [f for _, f in pairs], where="post", label=label)
     for label, x in (limits or {}).items():
         right.axvline(x, linestyle="--", color="grey", linewidth=1, label=label)
     right.set_xscale("log")
-    right.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    right.xaxis.set_minor_formatter(NullFormatter())
+    right.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    right.xaxis.set_major_formatter(FuncFormatter(lambda value, _: _microsecond_tick(value)))
     right.set_ylim(0, 1.0)
     right.set_xlabel("latency (µs)")
-    right.set_ylabel("fraction of calls")
-    right.set_title("latency CDF")
+    right.set_ylabel("fraction of samples")
+    right.set_title(cdf_title)
     right.grid(True, which="both", alpha=0.3)
-    right.legend(loc="lower right")
+    right.legend(loc="lower right", fontsize="small")
     figure.suptitle(title)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100)
+
+
+def _microsecond_tick(microseconds: float) -> str:
+    return f"{microseconds / 1000:g}k" if microseconds >= 1000 else f"{microseconds:g}"
 
 
 @contextlib.contextmanager

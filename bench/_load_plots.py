@@ -7,10 +7,11 @@ a saved one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bench._common import plot_png
 from bench._load_report import PAYLOADS, phase_at
 
 __all__ = ["plot_report"]
@@ -35,9 +36,9 @@ def plot_report(report: Mapping[str, Any], directory: Path, stem: str = "load") 
             if phase:
                 cdfs[labels[name]] = phase["latency"]["cdf"]
         path = directory / f"{stem}-echo-{payload.lower()}.png"
-        _plot(
+        plot_png(
             path,
-            f"echo, {PAYLOADS[payload]:,} B payload, {config['transport']} loopback, "
+            title=f"echo, {PAYLOADS[payload]:,} B payload, {config['transport']} loopback, "
             f"{config['processes']} client processes",
             throughput={
                 labels[name]: {p["inFlight"]: p["callsPerSecond"] for p in phases}
@@ -45,6 +46,7 @@ def plot_report(report: Mapping[str, Any], directory: Path, stem: str = "load") 
                 if phases
             },
             cdfs=cdfs,
+            in_flight_label="calls in flight (total over all client processes)",
             cdf_title=f"latency CDF at {at} in flight",
         )
         paths.append(path)
@@ -59,62 +61,6 @@ def plot_report(report: Mapping[str, Any], directory: Path, stem: str = "load") 
             cdfs[f"keystroke ({label}): supersede to terminal frame"] = series["cdf"]
     if cdfs:
         path = directory / f"{stem}-cancel.png"
-        _plot(path, "cancellation latency", cdfs=cdfs, limits={"1 ms target": 1000.0})
+        plot_png(path, title="cancellation latency", cdfs=cdfs, limits={"1 ms target": 1000.0})
         paths.append(path)
     return paths
-
-
-def _tick(microseconds: float) -> str:
-    return f"{microseconds / 1000:g}k" if microseconds >= 1000 else f"{microseconds:g}"
-
-
-def _plot(
-    path: Path,
-    title: str,
-    *,
-    cdfs: Mapping[str, Sequence[Sequence[float | None]]],
-    throughput: Mapping[str, Mapping[int, float]] | None = None,
-    cdf_title: str = "",
-    limits: Mapping[str, float] | None = None,
-) -> None:
-    """Latency CDFs (log microseconds), beside calls/s against calls in flight if given."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, LogLocator
-
-    figure = Figure(figsize=(12 if throughput else 7, 4.5), layout="constrained")
-    FigureCanvasAgg(figure)
-    if throughput:
-        left, right = figure.subplots(1, 2)
-        for label, points in throughput.items():
-            levels = sorted(points)
-            left.plot(levels, [points[n] for n in levels], marker="o", label=label)
-        every = sorted({n for points in throughput.values() for n in points})
-        left.set_xscale("log", base=2)
-        left.set_xticks(every, [str(n) for n in every])
-        left.set_ylim(bottom=0)
-        left.set_xlabel("calls in flight (total over all client processes)")
-        left.set_ylabel("calls/s")
-        left.set_title("throughput")
-        left.grid(True, alpha=0.3)
-        left.legend(fontsize="small")
-    else:
-        right = figure.subplots()
-    for label, cdf in cdfs.items():
-        pairs = [(float(us), float(p) / 100) for p, us in cdf if us is not None and p is not None]
-        if pairs:
-            right.step([u for u, _ in pairs], [f for _, f in pairs], where="post", label=label)
-    for label, x in (limits or {}).items():
-        right.axvline(x, linestyle="--", color="grey", linewidth=1, label=label)
-    right.set_xscale("log")
-    right.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    right.xaxis.set_major_formatter(FuncFormatter(lambda value, _: _tick(value)))
-    right.set_ylim(0, 1.0)
-    right.set_xlabel("latency (µs)")
-    right.set_ylabel("fraction of samples")
-    right.set_title(cdf_title)
-    right.grid(True, which="both", alpha=0.3)
-    right.legend(loc="lower right", fontsize="small")
-    figure.suptitle(title)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=80)
