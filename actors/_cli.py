@@ -104,6 +104,11 @@ def _parser() -> argparse.ArgumentParser:
     serve_cmd.add_argument(
         "--shards", type=int, default=64, help="shard count with --workers (default 64)"
     )
+    serve_cmd.add_argument(
+        "--coordinator",
+        metavar="etcd://HOST:PORT[,…][/CLUSTER]",
+        help="with --workers: workers join this etcd cluster (docs/cluster.md)",
+    )
     serve_cmd.set_defaults(run=_run_serve)
 
     index_cmd = commands.add_parser(
@@ -161,6 +166,9 @@ def _run_serve(args: argparse.Namespace) -> int:
     def ready(addresses: list[str]) -> None:
         print(f"{READY_LINE} {' '.join(addresses)}", flush=True)
 
+    if args.coordinator is not None and not args.workers:
+        print("agent-actors: --coordinator needs --workers", file=sys.stderr)
+        return EXIT_USAGE
     if args.workers:
         return _run_supervisor(args, config, ready)
     try:
@@ -184,6 +192,7 @@ def _run_serve(args: argparse.Namespace) -> int:
 
 def _run_supervisor(args: argparse.Namespace, config: Any, ready: Any) -> int:
     """``serve --workers N``: the supervisor of ``actors.cluster``."""
+    from actors.cluster._coordinator import CoordinatorError
     from actors.cluster._supervisor import ClusterOptions, supervise
 
     if args.workers < 1 or args.shards < 1:
@@ -197,8 +206,14 @@ def _run_supervisor(args: argparse.Namespace, config: Any, ready: Any) -> int:
         passed += ["--durability", args.durability]
     if args.writable:
         passed.append("--writable")
+    if args.coordinator is not None and not args.coordinator.startswith("etcd://"):
+        print("agent-actors: --coordinator must be an etcd://host:port URL", file=sys.stderr)
+        return EXIT_USAGE
     options = ClusterOptions(
-        workers=args.workers, shard_count=args.shards, worker_args=tuple(passed)
+        workers=args.workers,
+        shard_count=args.shards,
+        worker_args=tuple(passed),
+        coordinator=args.coordinator,
     )
     try:
         trio.run(
@@ -213,6 +228,16 @@ def _run_supervisor(args: argparse.Namespace, config: Any, ready: Any) -> int:
         )
     except OSError as exc:  # zmq.ZMQError is an OSError
         print(f"agent-actors: cannot serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BaseExceptionGroup as group:
+        # etcd unreachable, or its cluster has another shard count (raised inside a nursery).
+        matched, rest = group.split(CoordinatorError)
+        if matched is None or rest is not None:
+            raise
+        first: BaseException = matched
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        print(f"agent-actors: coordinator {args.coordinator}: {first}", file=sys.stderr)
         return EXIT_USAGE
     except trio.TooSlowError:
         print(

@@ -27,6 +27,7 @@ import trio
 
 from actors.cluster._coordinator_local import InProcessCoordinator
 from actors.cluster._coordinator_wire import coordinator_endpoints
+from actors.cluster._etcd_cluster import EtcdMirror, open_supervisor_view
 from actors.cluster._pool import ClientPool
 from actors.cluster._router import forwarding_registry
 from actors.cluster._shards import DEFAULT_SHARDS, rendezvous_owner
@@ -56,6 +57,8 @@ class ClusterOptions:
     start_timeout: float = 60.0
     #: Seconds a worker gets to drain after SIGTERM before it is killed.
     stop_timeout: float = 15.0
+    #: ``etcd://h:p[,h:p…][/cluster]``: workers join etcd instead of this supervisor.
+    coordinator: str | None = None
 
 
 def _private_endpoint(data_dir: Path, name: str) -> str:
@@ -77,7 +80,7 @@ class _Workers:
     def __init__(
         self,
         options: ClusterOptions,
-        coordinator: InProcessCoordinator,
+        coordinator: InProcessCoordinator | EtcdMirror,
         pool: ClientPool,
         control: str,
         data_dir: Path,
@@ -221,14 +224,23 @@ async def supervise(
         raise ValueError(f"--workers must be at least 1, got {options.workers}")
     data_dir = Path(data_dir)
     await trio.Path(data_dir / "cluster").mkdir(parents=True, exist_ok=True)
-    coordinator = InProcessCoordinator(options.shard_count)
+    local = InProcessCoordinator(options.shard_count)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with trio.open_nursery() as nursery:
-            control = Server(Registry(coordinator_endpoints(coordinator)))
-            control_endpoint = _private_endpoint(data_dir, "control")
-            if control_endpoint.startswith("tcp://"):
-                control_endpoint = f"ipc://{tempfile.mkdtemp(prefix='aa-')}/control.sock"
-            control_address = (await nursery.start(control.run, control_endpoint))[0]
+        async with (
+            # With etcd, workers join etcd themselves and the supervisor follows its view.
+            open_supervisor_view(
+                options.coordinator, local, shard_count=options.shard_count, data_dir=data_dir
+            ) as coordinator,
+            trio.open_nursery() as nursery,
+        ):
+            control = Server(Registry(coordinator_endpoints(local)))
+            if options.coordinator is not None:
+                control_address = options.coordinator
+            else:
+                control_endpoint = _private_endpoint(data_dir, "control")
+                if control_endpoint.startswith("tcp://"):
+                    control_endpoint = f"ipc://{tempfile.mkdtemp(prefix='aa-')}/control.sock"
+                control_address = (await nursery.start(control.run, control_endpoint))[0]
             pool = ClientPool(nursery, name="agent-actors supervisor")
             workers = _Workers(options, coordinator, pool, control_address, data_dir)
             for worker in workers.workers:
@@ -259,6 +271,7 @@ async def supervise(
                 )
                 await public.aclose()
                 await workers.stop()
-                await control.aclose()
+                if options.coordinator is None:
+                    await control.aclose()
                 nursery.cancel_scope.cancel()
                 break

@@ -26,13 +26,13 @@ from actors._query_limits import limit_queries
 from actors._serve import Runtime, call_local, open_runtime
 from actors._system import ActorSystem
 from actors.cluster._coordinator import Member
-from actors.cluster._coordinator_wire import RemoteCoordinator
+from actors.cluster._etcd_cluster import open_worker_coordinator
 from actors.cluster._gate import ShardGate, gated_registry
 from actors.cluster._keeper import keep_shards
 from actors.cluster._pool import ClientPool
 from actors.cluster._router import call_owner
 from actors.cluster._shards import shard_of
-from wire import Server, open_client
+from wire import Server
 from wire._errors import MovedError
 
 __all__ = ["run_worker"]
@@ -105,11 +105,13 @@ async def run_worker(
     gate = ShardGate(worker_id, shard_count)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with (
-            open_client(control, name=f"agent-actors worker {worker_id}") as control_client,
+            # The supervisor's control endpoint, or etcd (``serve --coordinator etcd://…``).
+            open_worker_coordinator(
+                control, worker_id=worker_id, shard_count=shard_count, data_dir=data_dir
+            ) as coordinator,
             trio.open_nursery() as nursery,
         ):
             pool = ClientPool(nursery, name=f"agent-actors worker {worker_id}")
-            coordinator = RemoteCoordinator(control_client, shard_count)
             async with open_runtime(
                 config,
                 data_dir,

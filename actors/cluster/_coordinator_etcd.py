@@ -1,0 +1,379 @@
+"""`EtcdCoordinator`: the `Coordinator` interface backed by etcd v3, for clusters across hosts.
+
+Keys under ``/agent-actors/<cluster>/`` (values are JSON):
+
+- ``config`` → ``{shardCount}``: written once by the first process (create if absent); every
+  later process checks it asks for the same shard count.
+- ``members/<worker-id>`` → ``{endpoint, host, storageId, startedAt, version}``, attached to
+  the worker's lease.
+- ``shards/<s>`` → ``{workerId, endpoint, storageId}``, attached to the owner's lease. The
+  fencing **epoch is the key's create_revision**.
+
+Each operation is one etcd request, so every rule of ``actors/cluster/_coordinator.py`` is
+etcd's own guarantee: a claim is the transaction "create ``shards/<s>`` if absent, and only if
+``members/<id>`` is still on my lease"; a release is "delete if create_revision == my epoch";
+revoking or expiring a lease deletes the member and all its claims in one revision; the view's
+revision is the store revision of the read (etcd's header revision). A lease's TTL is whole
+seconds, at least etcd's minimum (``ceil(1.5 × election timeout)``: 2 s with etcd's defaults).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import socket
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+
+import trio
+
+from actors.cluster._coordinator import (
+    Claim,
+    ClusterView,
+    CoordinatorError,
+    Lease,
+    LeaseExpiredError,
+    Member,
+    MemberConflictError,
+)
+from actors.cluster._etcd_http import (
+    NOT_FOUND,
+    EtcdClient,
+    EtcdError,
+    EtcdUnavailableError,
+    KeyValue,
+    compare_create,
+    compare_lease,
+    open_etcd_client,
+    prefix_end,
+    request_delete,
+    request_put,
+    request_range,
+)
+
+__all__ = [
+    "DEFAULT_CLUSTER",
+    "EtcdCoordinator",
+    "open_etcd_coordinator",
+    "parse_etcd_url",
+    "split_etcd_url",
+]
+
+log = logging.getLogger("actors.cluster")
+
+#: Version written into ``members/<id>`` (what a rolling upgrade would compare).
+PROTOCOL_VERSION = "1"
+
+#: Pause before re-opening a broken watch, doubling up to the maximum (seconds).
+_WATCH_RETRY = 0.1
+_WATCH_RETRY_MAX = 2.0
+
+
+#: Cluster name when an ``etcd://`` URL names none.
+DEFAULT_CLUSTER = "default"
+
+
+def split_etcd_url(url: str) -> tuple[list[str], str]:
+    """``etcd://h1:p1[,h2:p2…][/cluster]`` to the members' gateway base URLs and the cluster name.
+
+    ``http://host:port`` is accepted too. The cluster defaults to ``default``.
+
+    Raises:
+        ValueError: not an ``etcd://`` or ``http://`` URL, no host, or a bad cluster name.
+    """
+    for scheme in ("etcd://", "http://"):
+        if url.startswith(scheme):
+            hosts_part, _, cluster = url[len(scheme) :].partition("/")
+            cluster = cluster.strip("/") or DEFAULT_CLUSTER
+            hosts = [h for h in hosts_part.split(",") if h]
+            if hosts and "/" not in cluster:
+                return [f"http://{host}" for host in hosts], cluster
+    raise ValueError(f"not an etcd URL (want etcd://host:port[,host:port…][/cluster]): {url!r}")
+
+
+def parse_etcd_url(url: str) -> list[str]:
+    """The members' gateway base URLs of an ``etcd://`` URL (see `split_etcd_url`)."""
+    return split_etcd_url(url)[0]
+
+
+class EtcdCoordinator:
+    """Membership and shard claims in etcd (see the module docstring for the key layout).
+
+    Build it with `open_etcd_coordinator`.
+    """
+
+    def __init__(
+        self,
+        client: EtcdClient,
+        *,
+        cluster: str,
+        shard_count: int,
+        host: str,
+        storage_id: str,
+    ) -> None:
+        if shard_count < 1:
+            raise ValueError(f"shard_count must be positive, got {shard_count}")
+        if not cluster or "/" in cluster:
+            raise ValueError(f"cluster name must be non-empty and contain no '/': {cluster!r}")
+        self._etcd = client
+        self._shard_count = shard_count
+        self._host = host
+        self._storage_id = storage_id
+        self.prefix = f"/agent-actors/{cluster}/".encode()
+        #: lease id -> endpoint of the member that joined under it here (saves a read per claim)
+        self._endpoints: dict[int, str] = {}
+        #: worker id -> lease id, as of the latest view this object built (the supervisor
+        #: revokes a dead worker's lease by it; `Member` itself carries no lease).
+        self.member_leases: dict[str, int] = {}
+        #: Revision of this object's latest successful write; `watch` yields no view older than
+        #: it, so a worker never reads its own fresh claim as lost from a lagging watch event.
+        self._written = 0
+
+    @property
+    def shard_count(self) -> int:
+        return self._shard_count
+
+    def _member_key(self, worker_id: str) -> bytes:
+        return self.prefix + b"members/" + worker_id.encode()
+
+    def _shard_key(self, shard: int) -> bytes:
+        return self.prefix + b"shards/" + str(shard).encode()
+
+    async def check_config(self) -> None:
+        """Record the shard count on first use; refuse a cluster created with another one.
+
+        Raises:
+            CoordinatorError: the cluster exists with a different shard count.
+        """
+        key = self.prefix + b"config"
+        value = json.dumps({"shardCount": self._shard_count}).encode()
+        ok, _, responses = await self._etcd.txn(
+            [compare_create(key, 0)], [request_put(key, value)], [request_range(key)]
+        )
+        if ok:
+            return
+        kvs = responses[0]["response_range"].get("kvs", [])
+        stored = json.loads(KeyValue.from_json(kvs[0]).value) if kvs else {}
+        if stored.get("shardCount") != self._shard_count:
+            raise CoordinatorError(
+                f"etcd cluster {self.prefix.decode()!r} has shardCount "
+                f"{stored.get('shardCount')!r}, this process was started with {self._shard_count}"
+            )
+
+    # -- membership -------------------------------------------------------------------------
+
+    async def join(self, member: Member, *, ttl: float) -> Lease:
+        if ttl <= 0:
+            raise ValueError(f"ttl must be positive, got {ttl}")
+        lease_id, granted = await self._etcd.lease_grant(max(1, math.ceil(ttl)))
+        key = self._member_key(member.worker_id)
+        value = json.dumps(
+            {
+                "endpoint": member.endpoint,
+                "host": self._host,
+                "storageId": self._storage_id,
+                "startedAt": time.time(),
+                "version": PROTOCOL_VERSION,
+            }
+        ).encode()
+        try:
+            ok, revision, responses = await self._etcd.txn(
+                [compare_create(key, 0)],
+                [request_put(key, value, lease=lease_id)],
+                [request_range(key)],
+            )
+        except BaseException:
+            with trio.move_on_after(2, shield=True), contextlib.suppress(CoordinatorError):
+                await self._etcd.lease_revoke(lease_id)
+            raise
+        if not ok:
+            with trio.move_on_after(2, shield=True), contextlib.suppress(CoordinatorError):
+                await self._etcd.lease_revoke(lease_id)
+            kvs = responses[0]["response_range"].get("kvs", [])
+            holder = KeyValue.from_json(kvs[0]).lease if kvs else "?"
+            raise MemberConflictError(
+                f"worker {member.worker_id!r} is already a member (lease {holder})"
+            )
+        self._endpoints[lease_id] = member.endpoint
+        self._written = max(self._written, revision)
+        return Lease(lease_id=lease_id, worker_id=member.worker_id, ttl=float(granted))
+
+    async def keep_alive(self, lease: Lease) -> None:
+        if await self._etcd.lease_keep_alive(lease.lease_id) <= 0:
+            raise LeaseExpiredError(
+                f"lease {lease.lease_id} of worker {lease.worker_id!r} expired or was revoked"
+            )
+
+    async def leave(self, lease: Lease) -> None:
+        self._endpoints.pop(lease.lease_id, None)
+        await self._etcd.lease_revoke(lease.lease_id)
+
+    # -- claims -----------------------------------------------------------------------------
+
+    async def claim(self, lease: Lease, shard: int) -> Claim | None:
+        if not 0 <= shard < self._shard_count:
+            raise ValueError(f"shard {shard} is out of range 0..{self._shard_count - 1}")
+        member_key = self._member_key(lease.worker_id)
+        endpoint = self._endpoints.get(lease.lease_id) or await self._endpoint_of(member_key, lease)
+        value = json.dumps(
+            {"workerId": lease.worker_id, "endpoint": endpoint, "storageId": self._storage_id}
+        ).encode()
+        key = self._shard_key(shard)
+        try:
+            ok, revision, responses = await self._etcd.txn(
+                # The member check makes the claim fail as a whole once the lease is gone.
+                [compare_create(key, 0), compare_lease(member_key, lease.lease_id)],
+                [request_put(key, value, lease=lease.lease_id)],
+                [request_range(member_key)],
+            )
+        except EtcdError as exc:
+            if exc.code == NOT_FOUND:
+                raise self._expired(lease) from None
+            raise
+        if ok:
+            self._written = max(self._written, revision)
+            return Claim(
+                shard=shard,
+                worker_id=lease.worker_id,
+                endpoint=endpoint,
+                epoch=revision,
+                lease_id=lease.lease_id,
+            )
+        kvs = responses[0]["response_range"].get("kvs", [])
+        if not kvs or KeyValue.from_json(kvs[0]).lease != lease.lease_id:
+            raise self._expired(lease)
+        return None
+
+    async def _endpoint_of(self, member_key: bytes, lease: Lease) -> str:
+        _, kvs = await self._etcd.range(member_key)
+        if not kvs or kvs[0].lease != lease.lease_id:
+            raise self._expired(lease)
+        return str(json.loads(kvs[0].value)["endpoint"])
+
+    @staticmethod
+    def _expired(lease: Lease) -> LeaseExpiredError:
+        return LeaseExpiredError(
+            f"lease {lease.lease_id} of worker {lease.worker_id!r} expired or was revoked"
+        )
+
+    async def revoke(self, lease_id: int) -> bool:
+        """Revoke a lease by id (a supervisor saw its worker die); whether it was live."""
+        return await self._etcd.lease_revoke(lease_id)
+
+    async def release(self, claim: Claim) -> bool:
+        key = self._shard_key(claim.shard)
+        ok, revision, _ = await self._etcd.txn(
+            [compare_create(key, claim.epoch)], [request_delete(key)]
+        )
+        if ok:
+            self._written = max(self._written, revision)
+        return ok
+
+    # -- observing --------------------------------------------------------------------------
+
+    async def view(self) -> ClusterView:
+        revision, kvs = await self._etcd.range(self.prefix, prefix_end(self.prefix))
+        state = {kv.key: kv for kv in kvs}
+        return self._view_of(revision, state)
+
+    async def watch(self, after: int = 0) -> AsyncGenerator[ClusterView, None]:
+        last = after
+        pause = _WATCH_RETRY
+        while True:
+            try:
+                revision, kvs = await self._etcd.range(self.prefix, prefix_end(self.prefix))
+                state = {kv.key: kv for kv in kvs}
+                if revision > last:
+                    last = revision
+                    yield self._view_of(revision, state)
+                batches = self._etcd.watch(
+                    self.prefix, prefix_end(self.prefix), start_revision=revision + 1
+                )
+                async with contextlib.aclosing(batches):
+                    async for batch in batches:
+                        pause = _WATCH_RETRY
+                        for deleted, kv in batch.events:
+                            if deleted:
+                                state.pop(kv.key, None)
+                            else:
+                                state[kv.key] = kv
+                        if batch.revision > last and batch.revision >= self._written:
+                            last = batch.revision
+                            yield self._view_of(batch.revision, state)
+            except (EtcdUnavailableError, EtcdError) as exc:
+                # Reads keep working while etcd is away: the last view stands until it is back.
+                log.warning("etcd watch on %s failed (%s); retrying", self.prefix.decode(), exc)
+                await trio.sleep(pause)
+                pause = min(pause * 2, _WATCH_RETRY_MAX)
+
+    def _view_of(self, revision: int, state: dict[bytes, KeyValue]) -> ClusterView:
+        members: list[Member] = []
+        claims: list[Claim] = []
+        leases: dict[str, int] = {}
+        for key, kv in state.items():
+            name = key[len(self.prefix) :].decode(errors="replace")
+            try:
+                document = json.loads(kv.value)
+                if name.startswith("members/"):
+                    worker_id = name[len("members/") :]
+                    members.append(Member(worker_id=worker_id, endpoint=document["endpoint"]))
+                    leases[worker_id] = kv.lease
+                elif name.startswith("shards/"):
+                    claims.append(
+                        Claim(
+                            shard=int(name[len("shards/") :]),
+                            worker_id=document["workerId"],
+                            endpoint=document["endpoint"],
+                            epoch=kv.create_revision,
+                            lease_id=kv.lease,
+                        )
+                    )
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("ignoring malformed etcd key %r: %r", key, exc)
+        members.sort(key=lambda m: m.worker_id)
+        claims.sort(key=lambda c: c.shard)
+        claims = [c for c in claims if 0 <= c.shard < self._shard_count]
+        self.member_leases = leases
+        return ClusterView(
+            revision=revision,
+            shard_count=self._shard_count,
+            members=tuple(members),
+            claims=tuple(claims),
+        )
+
+
+@contextlib.asynccontextmanager
+async def open_etcd_coordinator(
+    urls: Sequence[str] | str,
+    *,
+    cluster: str,
+    shard_count: int,
+    host: str | None = None,
+    storage_id: str = "",
+) -> AsyncIterator[EtcdCoordinator]:
+    """An `EtcdCoordinator` for ``cluster``, its shard count checked against etcd.
+
+    Args:
+        urls: ``etcd://host:port[,…]`` (a cluster part in it is ignored: ``cluster`` rules) or
+            a list of gateway base URLs (``http://host:port``).
+        cluster: Cluster name; keys live under ``/agent-actors/<cluster>/``.
+        shard_count: S; must match what the cluster was created with.
+        host: This host's name in ``members/<id>`` (default: the hostname).
+        storage_id: Which storage this process sees (written into members and claims).
+
+    Raises:
+        CoordinatorError: etcd is unreachable or the cluster has another shard count.
+    """
+    bases = parse_etcd_url(urls) if isinstance(urls, str) else list(urls)
+    async with open_etcd_client(bases) as client:
+        coordinator = EtcdCoordinator(
+            client,
+            cluster=cluster,
+            shard_count=shard_count,
+            host=host if host is not None else socket.gethostname(),
+            storage_id=storage_id,
+        )
+        await coordinator.check_config()
+        yield coordinator
