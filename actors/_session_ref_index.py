@@ -5,22 +5,23 @@ call, which is fine for hundreds of sessions but not for 100 000 at keystroke ra
 index answers the same query with the same result (tests check equivalence) by scanning
 only as far as needed, and follows listing changes without a rebuild:
 
-- rows are kept in listing order in blocks of at most ``2 * _BLOCK_ROWS`` rows, per rank
-  group (each cwd, no cwd, all); a changed, added or removed session rebuilds only the
+- rows are kept in listing order per rank group (each cwd, no cwd, all), in blocks of at
+  most ``2 * _BLOCK_ROWS`` rows; a changed, added or removed session rebuilds only the
   blocks it sits in (:meth:`CandidateIndex.apply`, fed by :meth:`CandidateIndex.diff`);
-- a block keeps its rows' lower-cased id, label and display title as one UTF-8 byte string,
-  so a filter is a C-speed ``bytes.find`` walk, not a Python loop;
-- a block is skipped without scanning when it cannot hold the needle: a byte of the needle
-  it lacks, or (in the label and title text) a 2-byte gram of the needle it lacks, unless
-  the needle could also be part of an id (whose bytes are not gram-indexed);
-- a needle of three bytes or more is first looked up in trigram postings of the label and
-  title text (row slots), so a needle with few matches spread over the whole listing costs
-  its few candidates, not a scan of every row (``bytes.find`` runs at 1 to 3 ns a byte for
-  such needles: 3 to 9 ms over 100 000 titles); dense needles walk the blocks instead and
-  stop at ``limit``;
+- a block keeps its rows' case-folded searchable fields (each lower-cased on its own, like
+  the reference filter) as one UTF-8 byte string, fields and rows separated by ``\\x00``,
+  so a filter is a C-speed ``bytes.find`` walk (about 1 ns a byte, a few milliseconds for
+  the whole of 100 000 titles in the worst case) whose hits map to rows by ``bisect``; a
+  second string without the ids serves needles that cannot be part of any id (ids are
+  mostly hex: a needle with a space or a letter past ``f`` only scans the titles);
+- a block is skipped when it lacks a byte of the needle, or (for a needle of four bytes or
+  more that cannot be in an id) when a 4-byte gram of the needle is missing from a Bloom
+  filter of its titles' grams: a needle with few matches then scans only the blocks that
+  may hold them, not every title;
 - a cwd is matched once per distinct cwd, then all its rows follow in listing order;
-- the walk stops as soon as ``limit`` candidates are found, so empty and short queries
-  touch about ``limit`` rows.
+- ranking is by group (same cwd, no cwd, then the rest, each in listing order), so the walk
+  stops as soon as ``limit`` candidates are found: empty and short queries touch about
+  ``limit`` rows, and only a needle with fewer than ``limit`` matches scans everything.
 """
 
 from __future__ import annotations
@@ -28,9 +29,7 @@ from __future__ import annotations
 import heapq
 import operator
 import sys
-from array import array
 from bisect import bisect_left, bisect_right, insort
-from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate
 from typing import Any, Final
@@ -50,20 +49,19 @@ from actors._session_ref_inputs import AgentView
 
 __all__ = ["CandidateIndex", "IndexChanges"]
 
-# Separates fields and rows in a block's text; a needle containing it takes the slow path.
+# Separates fields and rows in a block's text; a needle containing it takes the slow path
+# (any other needle cannot match across it, so a hit lies inside one field).
 _SEP: Final = "\x00"
 #: Rows per block after a split (a block holds up to twice as many before it splits).
-_BLOCK_ROWS: Final = 256
-#: At most this many grams of a long needle are checked per block.
+_BLOCK_ROWS: Final = 1024
+
+#: Bloom filter of a block's title 4-grams: ``1 << _BLOOM_BITS`` bits (8 KiB).
+_BLOOM_BITS: Final = 16
+_BLOOM_SHIFT: Final = 32 - _BLOOM_BITS
+#: Blocks of fewer rows have no Bloom filter.
+_BLOOM_ROWS: Final = 512
+#: At most this many 4-grams of a long needle are checked per block.
 _MAX_GRAMS: Final = 4
-#: Candidate rows from the trigram postings are narrowed (by intersecting the postings of
-#: the needle's other trigrams, rarest first, each of at most ``_INTERSECT`` rows) until at
-#: most ``_FEW`` remain.
-_FEW: Final = 400
-_INTERSECT: Final = 4000
-#: When more candidates than this remain, the needle is common enough that walking the
-#: blocks (which stops at ``limit``) beats checking every candidate.
-_DENSE: Final = 3000
 
 _Key = tuple[int, str]
 
@@ -72,30 +70,6 @@ def _utf8(text: str) -> bytes:
     # Substring search on UTF-8 equals search on code points (UTF-8 is self-synchronizing),
     # and keeps ASCII rows one byte per character even beside non-Latin titles.
     return text.encode("utf-8", "surrogatepass")
-
-
-def _grams(text: bytes, width: int) -> set[int]:
-    """Every ``width``-byte gram (2 or 4) of ``text`` as a native-order integer, gathered at C
-    speed through ``memoryview.cast`` at each offset."""
-    found: set[int] = set()
-    for offset in range(width):
-        usable = (len(text) - offset) // width * width
-        if usable > 0:
-            view = memoryview(text[offset : offset + usable])
-            found.update(view.cast("H") if width == 2 else view.cast("I"))
-    return found
-
-
-def _trigrams(text: bytes) -> set[bytes]:
-    return {text[start : start + 3] for start in range(len(text) - 2)}
-
-
-def _needle_grams(needle: bytes, width: int) -> list[int]:
-    """Up to ``_MAX_GRAMS`` grams of ``needle``, spread from its start to its end."""
-    last = len(needle) - width
-    steps = min(_MAX_GRAMS, last + 1)
-    starts = sorted({last * k // max(1, steps - 1) for k in range(steps)})
-    return [int.from_bytes(needle[s : s + width], sys.byteorder) for s in starts]
 
 
 @attrs.frozen(eq=False)
@@ -107,31 +81,86 @@ class _Row:
     key: _Key
     #: Lower-cased UTF-8 id.
     id_text: bytes
-    #: Lower-cased UTF-8 label and display title (empty when equal to the label).
+    #: Lower-cased UTF-8 label and display title (left out when equal to the label).
     title_text: bytes
-    #: Stable position in the index's slot table (trigram postings refer to it).
-    slot: int
 
     @classmethod
-    def of(cls, summary: SessionSummary, slot: int) -> _Row:
-        # Each field is lower-cased on its own, exactly like the reference filter; the cwd
-        # is matched per distinct cwd instead (it repeats across many rows).
-        label = summary.session_id if summary.label is None else summary.label
+    def of(cls, summary: SessionSummary) -> _Row:
+        # Each field is lower-cased on its own, exactly like the reference filter (final
+        # sigma depends on its neighbours); the cwd is matched per distinct cwd instead.
+        session_id = summary.session_id
+        label = session_id if summary.label is None else summary.label
         display = label if summary.display_title is None else summary.display_title
+        title = _utf8(label.lower())
+        if display != label:
+            title += b"\x00" + _utf8(display.lower())
         return cls(
             summary=summary,
-            key=(-summary.created_at, summary.session_id),
-            id_text=_utf8(summary.session_id.lower()),
-            title_text=_utf8(label.lower())
-            + (b"" if display == label else b"\x00" + _utf8(display.lower())),
-            slot=slot,
+            key=(-summary.created_at, session_id),
+            id_text=_utf8(session_id.lower()),
+            title_text=title,
         )
+
+
+def _quads(text: bytes) -> set[int]:
+    """Every 4-byte gram of ``text`` as a native-order integer, gathered at C speed through
+    ``memoryview.cast`` at each of the four alignments."""
+    found: set[int] = set()
+    for offset in range(4):
+        usable = (len(text) - offset) // 4 * 4
+        if usable > 0:
+            found.update(memoryview(text[offset : offset + usable]).cast("I"))
+    return found
+
+
+def _bit(gram: int) -> int:
+    # Fibonacci hashing: the top bits of the product spread similar grams apart.
+    return (gram * 0x9E3779B1 & 0xFFFFFFFF) >> _BLOOM_SHIFT
+
+
+def _bloom(text: bytes) -> bytes:
+    bits = bytearray(1 << (_BLOOM_BITS - 3))
+    for gram in _quads(text):
+        bit = _bit(gram)
+        bits[bit >> 3] |= 1 << (bit & 7)
+    return bytes(bits)
+
+
+def _needle_bits(needle: bytes) -> list[int]:
+    """Bloom bits of up to ``_MAX_GRAMS`` 4-grams of ``needle``, spread from start to end."""
+    last = len(needle) - 4
+    if last < 0:
+        return []
+    steps = min(_MAX_GRAMS, last + 1)
+    starts = sorted({last * k // max(1, steps - 1) for k in range(steps)})
+    return [_bit(int.from_bytes(needle[s : s + 4], sys.byteorder)) for s in starts]
+
+
+def _starts(pieces: Sequence[bytes]) -> list[int]:
+    """Offsets of ``pieces`` joined by one separator byte."""
+    return list(accumulate((len(piece) + 1 for piece in pieces), initial=0))[:-1]
+
+
+def _walk(text: bytes, starts: list[int], rows: list[_Row], needle: bytes) -> Iterator[_Row]:
+    """Rows (in order) whose piece of ``text`` contains ``needle`` (no separator in it)."""
+    find = text.find
+    last = len(starts) - 1
+    position = 0
+    while True:
+        hit = find(needle, position)
+        if hit < 0:
+            return
+        slot = bisect_right(starts, hit) - 1
+        yield rows[slot]
+        if slot >= last:
+            return
+        position = starts[slot + 1]
 
 
 class _Block:
     """Up to ``2 * _BLOCK_ROWS`` consecutive rows of one group and their search text."""
 
-    __slots__ = ("_alphabet", "_id_alphabet", "_pairs", "_starts", "_text", "rows")
+    __slots__ = ("_all", "_all_starts", "_alphabet", "_bloom", "_title_starts", "_titles", "rows")
 
     def __init__(self, rows: list[_Row]) -> None:
         self.rows = rows
@@ -139,42 +168,34 @@ class _Block:
 
     def rebuild(self) -> None:
         """Recompute the search text after ``rows`` changed."""
-        titles = b"\x00".join(row.title_text for row in self.rows)
-        ids = b"\x00".join(row.id_text for row in self.rows)
-        pieces = [row.id_text + b"\x00" + row.title_text for row in self.rows]
-        self._starts = list(accumulate((len(piece) + 1 for piece in pieces), initial=0))[:-1]
-        self._text = b"\x00".join(pieces)
-        self._alphabet = frozenset(self._text)
-        # Ids (typically hex and `-`) are not gram-indexed: their grams are nearly all
-        # distinct, so they would cost far more memory than the titles'.
-        self._id_alphabet = frozenset(ids)
-        self._pairs = frozenset(_grams(titles, 2))
+        titles = [row.title_text for row in self.rows]
+        both = [row.id_text + b"\x00" + row.title_text for row in self.rows]
+        self._titles = b"\x00".join(titles)
+        self._title_starts = _starts(titles)
+        self._all = b"\x00".join(both)
+        self._all_starts = _starts(both)
+        self._alphabet = frozenset(self._all)
+        # Small blocks (most cwd groups) are scanned faster than their filter is built.
+        self._bloom = _bloom(self._titles) if len(self.rows) >= _BLOOM_ROWS else None
 
-    def may_hold(self, needle: bytes, pairs: Sequence[int]) -> bool:
-        """False when the block certainly has no row containing ``needle``."""
-        alphabet = self._alphabet
-        if any(byte not in alphabet for byte in needle):
-            return False
-        if not pairs:  # a one-byte needle
-            return True
-        id_alphabet = self._id_alphabet
-        if all(byte in id_alphabet for byte in needle):
-            return True  # may be inside an id, which grams do not cover
-        return all(gram in self._pairs for gram in pairs)
+    def matches(self, needle: bytes, in_ids: bool, bits: Sequence[int]) -> Iterator[_Row]:
+        """Rows containing the non-empty ``needle`` in any field, in order.
 
-    def matches(self, needle: bytes) -> Iterator[_Row]:
-        """Yield rows containing the non-empty ``needle`` in any field, in order."""
-        text, starts, rows = self._text, self._starts, self.rows
-        position = 0
-        while True:
-            hit = text.find(needle, position)
-            if hit < 0:
-                return
-            slot = bisect_right(starts, hit) - 1
-            yield rows[slot]
-            if slot + 1 >= len(starts):
-                return
-            position = starts[slot + 1]
+        Args:
+            needle: Lower-cased UTF-8, without the separator.
+            in_ids: Whether an id may contain ``needle`` (else only titles are searched).
+            bits: :func:`_needle_bits` of ``needle`` (checked only when ``in_ids`` is false).
+        """
+        if not self._alphabet.issuperset(needle):
+            return iter(())
+        if in_ids:
+            return _walk(self._all, self._all_starts, self.rows, needle)
+        bloom = self._bloom
+        if bloom is not None:
+            for bit in bits:
+                if not bloom[bit >> 3] & (1 << (bit & 7)):
+                    return iter(())
+        return _walk(self._titles, self._title_starts, self.rows, needle)
 
 
 class _Group:
@@ -197,15 +218,14 @@ class _Group:
         for block in self._blocks:
             yield from block.rows
 
-    def matches(self, needle: bytes) -> Iterator[_Row]:
+    def matches(self, needle: bytes, in_ids: bool) -> Iterator[_Row]:
         """Rows with any field containing ``needle`` (all rows for ``b""``), in order."""
         if not needle:
             yield from self.rows()
             return
-        pairs = _needle_grams(needle, 2) if len(needle) >= 2 else []
+        bits = [] if in_ids else _needle_bits(needle)
         for block in self._blocks:
-            if block.may_hold(needle, pairs):
-                yield from block.matches(needle)
+            yield from block.matches(needle, in_ids, bits)
 
     def _block_of(self, key: _Key) -> int:
         return max(0, bisect_right(self._firsts, key) - 1)
@@ -226,7 +246,7 @@ class _Group:
                 self._firsts.append(row.key)
                 continue
             number = self._block_of(row.key)
-            insort(self._blocks[number].rows, row, key=lambda r: r.key)
+            insort(self._blocks[number].rows, row, key=_KEY)
             touched.add(number)
         blocks: list[_Block] = []
         for number, block in enumerate(self._blocks):
@@ -282,15 +302,8 @@ class CandidateIndex:
     """
 
     def __init__(self, summaries: Iterable[SessionSummary]) -> None:
-        self._load(summaries)
-
-    def _load(self, summaries: Iterable[SessionSummary]) -> None:
-        rows = [_Row.of(summary, slot) for slot, summary in enumerate(listing_order(summaries))]
+        rows = [_Row.of(summary) for summary in listing_order(summaries)]
         self._by_id = {row.summary.session_id: row for row in rows}
-        self._slots: list[_Row | None] = list(rows)
-        #: ``title_text`` per slot (empty for a dead slot), for the trigram candidate check.
-        self._titles = [row.title_text for row in rows]
-        self._index_titles(rows)
         self._all = _Group(rows)
         self._no_cwd = _Group([row for row in rows if row.summary.cwd is None])
         by_cwd: dict[str, list[_Row]] = {}
@@ -299,34 +312,13 @@ class CandidateIndex:
                 by_cwd.setdefault(row.summary.cwd, []).append(row)
         self._by_cwd = {cwd: _Group(group) for cwd, group in by_cwd.items()}
         self._cwd_lower = {cwd: cwd.lower() for cwd in by_cwd}
+        # Bytes that occur in some id (only grows): a needle with any other byte cannot
+        # match an id, so the id text is not searched.
+        self._id_alphabet = set(b"".join(row.id_text for row in rows))
         self._summaries: tuple[SessionSummary, ...] | None = tuple(r.summary for r in rows)
 
     def __len__(self) -> int:
         return len(self._by_id)
-
-    def _index_titles(self, rows: Iterable[_Row]) -> None:
-        """(Re)build the trigram postings and the id alphabet over ``rows``."""
-        lists: defaultdict[bytes, list[int]] = defaultdict(list)
-        id_alphabet: set[int] = set()
-        for row in rows:
-            slot = row.slot
-            for gram in _trigrams(row.title_text):
-                lists[gram].append(slot)
-            id_alphabet.update(row.id_text)
-        self._postings: dict[bytes, array[int]] = {
-            gram: array("I", slots) for gram, slots in lists.items()
-        }
-        self._id_alphabet = id_alphabet
-        self._dead = 0
-
-    def _add_postings(self, row: _Row) -> None:
-        postings = self._postings
-        for gram in _trigrams(row.title_text):
-            found = postings.get(gram)
-            if found is None:
-                found = postings[gram] = array("I")
-            found.append(row.slot)
-        self._id_alphabet.update(row.id_text)
 
     @property
     def summaries(self) -> tuple[SessionSummary, ...]:
@@ -362,19 +354,9 @@ class CandidateIndex:
             previous = self._by_id.get(summary.session_id)
             if previous is not None:
                 old.append(previous)
-            row = self._by_id[summary.session_id] = _Row.of(summary, len(self._slots))
-            self._slots.append(row)
-            self._titles.append(row.title_text)
-            self._add_postings(row)
+            row = self._by_id[summary.session_id] = _Row.of(summary)
+            self._id_alphabet.update(row.id_text)
             new.append(row)
-        for row in old:
-            self._slots[row.slot] = None
-            self._titles[row.slot] = b""
-        self._dead += len(old)
-        if self._dead > max(1024, len(self._by_id)):
-            # Postings only grow; once most slots are dead, start over from the live rows.
-            self._load([row.summary for row in self._by_id.values()])
-            return
         self._all.edit(old, new)
         self._no_cwd.edit(
             [r for r in old if r.summary.cwd is None], [r for r in new if r.summary.cwd is None]
@@ -393,72 +375,20 @@ class CandidateIndex:
                 self._cwd_lower.pop(cwd, None)
         self._summaries = None
 
-    def _title_hits(self, needle: bytes) -> list[_Row] | None:
-        """Rows whose label or title contains ``needle`` (3 bytes or more), found through the
-        trigram postings; ``None`` when too many rows qualify (walk the blocks instead)."""
-        lists = []
-        for gram in _trigrams(needle):
-            found = self._postings.get(gram)
-            if found is None:
-                return []
-            lists.append(found)
-        lists.sort(key=len)
-        candidates: array[int] | set[int] = lists[0]
-        for more in lists[1:]:
-            if len(candidates) <= _FEW or len(more) > _INTERSECT:
-                break
-            # A set intersection runs in C, about ten times faster than checking a row.
-            candidates = set(candidates).intersection(more)
-        if len(candidates) > _DENSE:
-            return None
-        titles, slots = self._titles, self._slots
-        return [slots[slot] for slot in candidates if needle in titles[slot]]  # type: ignore[misc]
-
-    def _ranked_hits(self, target: str | None, needle: str, hits: list[_Row]) -> Iterator[_Row]:
-        """Like :meth:`_ranked_rows`, from the complete list of label and title matches."""
-
-        def ordered(rows: Iterable[_Row]) -> list[_Row]:
-            return sorted(rows, key=_KEY)
-
-        same = self._by_cwd.get(target) if target is not None else None
-        if same is not None:
-            if target is not None and needle in target.lower():
-                yield from same.rows()
-            else:
-                yield from ordered(row for row in hits if row.summary.cwd == target)
-        yield from ordered(row for row in hits if row.summary.cwd is None)
-        others = ordered(
-            row for row in hits if (cwd := row.summary.cwd) is not None and cwd != target
-        )
-        by_cwd = [
-            self._by_cwd[cwd].rows()
-            for cwd, lowered in self._cwd_lower.items()
-            if cwd != target and needle in lowered
-        ]
-        if not by_cwd:
-            yield from others
-            return
-        yield from _dedupe(heapq.merge(others, *by_cwd, key=lambda row: row.key))
-
     def _ranked_rows(self, target: str | None, needle: str) -> Iterator[_Row]:
         """Matching rows in (rank, listing order): same cwd, no cwd, then the rest."""
         needle_bytes = _utf8(needle)
-        if len(needle_bytes) >= 3 and not self._id_alphabet.issuperset(needle_bytes):
-            # Not part of any id: only labels, titles and cwds can match.
-            hits = self._title_hits(needle_bytes)
-            if hits is not None:
-                yield from self._ranked_hits(target, needle, hits)
-                return
+        in_ids = self._id_alphabet.issuperset(needle_bytes)
         same = self._by_cwd.get(target) if target is not None else None
         if same is not None:
             if target is not None and needle in target.lower():
                 yield from same.rows()
             else:
-                yield from same.matches(needle_bytes)
-        yield from self._no_cwd.matches(needle_bytes)
+                yield from same.matches(needle_bytes, in_ids)
+        yield from self._no_cwd.matches(needle_bytes, in_ids)
         by_key = (
             row
-            for row in self._all.matches(needle_bytes)
+            for row in self._all.matches(needle_bytes, in_ids)
             if (cwd := row.summary.cwd) is not None and cwd != target
         )
         if not needle:
@@ -473,7 +403,7 @@ class CandidateIndex:
         if not by_cwd:
             yield from by_key
             return
-        yield from _dedupe(heapq.merge(by_key, *by_cwd, key=lambda row: row.key))
+        yield from _dedupe(heapq.merge(by_key, *by_cwd, key=_KEY))
 
     def candidates(
         self,

@@ -134,12 +134,16 @@ def is_compact_checkpoint_source(source: object) -> bool:
 
 def _text_of(content: object) -> str:
     """Join the string ``text`` of every ``text`` block with ``\\n``; ignore the rest."""
-    if not isinstance(content, Sequence) or isinstance(content, str | bytes):
+    # ``type(...) is`` first: decoded JSON is plain lists and dicts, and the ABC checks
+    # behind ``isinstance(..., Sequence)`` cost more than the rest of the projection.
+    if type(content) is not list and (
+        not isinstance(content, Sequence) or isinstance(content, str | bytes)
+    ):
         return ""
     texts = [
         block["text"]
         for block in content
-        if isinstance(block, Mapping)
+        if (type(block) is dict or isinstance(block, Mapping))
         and block.get("type") == "text"
         and isinstance(block.get("text"), str)
     ]
@@ -163,20 +167,25 @@ def project_conversation(events: Sequence[Mapping[str, Any]]) -> list[ProjectedI
     for event in events:
         kind = event.get("type")
         data = event.get("data")
-        data = data if isinstance(data, Mapping) else {}
+        data = data if type(data) is dict or isinstance(data, Mapping) else {}
         if kind == "user/message":
             source = data.get("source")
-            checkpoint = is_compact_checkpoint_source(source)
-            if not checkpoint and not (
-                isinstance(source, Mapping) and source.get("kind") == "user"
-            ):
+            user = (type(source) is dict or isinstance(source, Mapping)) and source.get(
+                "kind"
+            ) == "user"
+            checkpoint = not user and is_compact_checkpoint_source(source)
+            if not (user or checkpoint):
                 continue
             text = _text_of(data.get("content"))
             if text:
                 items.append(ProjectedItem(role="user", text=text, checkpoint=checkpoint))
         elif kind == "assistant/message":
             message = data.get("message")
-            content = message.get("content") if isinstance(message, Mapping) else None
+            content = (
+                message.get("content")
+                if type(message) is dict or isinstance(message, Mapping)
+                else None
+            )
             text = _text_of(content)
             if text:
                 items.append(ProjectedItem(role="assistant", text=text, checkpoint=False))

@@ -20,6 +20,7 @@ closes the writer and releases the lock.
 from __future__ import annotations
 
 import logging
+import operator
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -65,6 +66,9 @@ class _WriterSide:
     folder: SurfaceFolder
     #: Surface-type events by seq (a superset of the current surface; pruned lazily).
     events: dict[int, Mapping[str, Any]]
+    #: The last surface handed out and the seq it was captured through: snapshots between
+    #: two appends share it (gathering a large surface on the event loop takes milliseconds).
+    surface: tuple[int | None, tuple[Mapping[str, Any], ...]] | None = None
 
 
 class SessionState:
@@ -202,13 +206,25 @@ class SessionState:
         side = self._side
         if side is None:  # closed while refreshing
             raise UnavailableError(f'session "{self.session_id}" was passivated; call again')
-        nodes = side.folder.nodes
-        if len(side.events) > 2 * len(nodes) + 64:
-            side.events = {seq: side.events[seq] for seq in nodes}
+        through = self.captured_through_seq
+        if side.surface is not None and side.surface[0] == through:
+            # Every change to the surface appends an event, so the seq identifies it.
+            events = side.surface[1]
+        else:
+            nodes = side.folder.nodes
+            if len(side.events) > 2 * len(nodes) + 64:
+                side.events = {seq: side.events[seq] for seq in nodes}
+            # This runs on the event loop: itemgetter gathers a large surface at C speed.
+            events = (
+                operator.itemgetter(*nodes)(side.events)
+                if len(nodes) > 1
+                else tuple(side.events[seq] for seq in nodes)
+            )
+            side.surface = (through, events)
         return SurfaceSnapshot(
             session=self.header,
-            captured_through_seq=self.captured_through_seq,
-            events=tuple(side.events[seq] for seq in nodes),
+            captured_through_seq=through,
+            events=events,
         )
 
     async def refresh(self) -> None:

@@ -556,3 +556,42 @@ def test_open_turn_whose_last_event_lacks_time_is_a_validation_error(tmp_path: P
         load_session(path)
     assert caught.value.path == path
     assert "time" in caught.value.detail
+
+
+def test_loads_pause_garbage_collection_and_restore_it(tmp_path: Path) -> None:
+    """The collector is paused while a transcript loads (also when loads overlap in threads
+    or fail) and afterwards is exactly as enabled or disabled as before."""
+    import gc
+    import threading
+
+    import actors._log_reader as reader
+
+    path = write_raw(tmp_path / "session.jsonl", *turn(0))
+    seen: list[bool] = []
+    real = reader._restore
+
+    def watching(*args: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(*args)
+
+    was = gc.isenabled()
+    try:
+        reader._restore = watching  # type: ignore[assignment]
+        gc.enable()
+        threads = [threading.Thread(target=load_session, args=(path,)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert gc.isenabled()
+        with pytest.raises(LogNotFoundError):
+            load_session(tmp_path / "missing.jsonl")
+        assert gc.isenabled()
+        gc.disable()
+        load_session(path)
+        assert not gc.isenabled()
+    finally:
+        reader._restore = real  # type: ignore[assignment]
+        if was:
+            gc.enable()
+    assert seen == [False] * 5

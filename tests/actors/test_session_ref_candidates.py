@@ -415,9 +415,9 @@ def test_index_diff_reports_exactly_the_changes() -> None:
     assert ids(index.candidates(Agent(session_id="none"), "x", config=CONFIG)) == []
 
 
-def test_rare_needles_do_not_scan_every_row(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A needle of 3 bytes or more with few matches spread over the whole listing is answered
-    from the trigram postings, without scanning any block; a common one walks the blocks."""
+def test_rare_needles_skip_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A needle of four bytes or more whose grams a block's titles lack skips that block's
+    scan, a needle that cannot be in an id never scans the ids, and results stay exact."""
     rng = random.Random(3)
     words = "mailbox actor wire cancel scope session spill budget trio review fix".split()
     sessions = [
@@ -431,25 +431,33 @@ def test_rare_needles_do_not_scan_every_row(monkeypatch: pytest.MonkeyPatch) -> 
     ]
     index = CandidateIndex(sessions)
     scanned: list[bytes] = []
-    real = index_module._Block.matches
+    real = index_module._walk
 
-    def counting(block: Any, needle: bytes) -> Any:
-        scanned.append(needle)
-        return real(block, needle)
+    def counting(text: bytes, starts: Any, rows: Any, needle: bytes) -> Any:
+        scanned.append(text)
+        return real(text, starts, rows, needle)
 
-    monkeypatch.setattr(index_module._Block, "matches", counting)
+    monkeypatch.setattr(index_module, "_walk", counting)
     agent = Agent(session_id="none", cwd="/p1")
-    for query in ["x wir", "ox ac", "qqqqq", "l bud", "Ope Fi"]:
+    for query in ["x wir", "ox ac", "qqqqq", "l bud", "Ope Fi", "session"]:
         expected = list_candidates(agent, sessions, query, None, config=CONFIG)
         assert index.candidates(agent, query, config=CONFIG) == expected
-    assert scanned == []
-    assert index.candidates(agent, "session", config=CONFIG)
+    for query in ["qqqqq", "trio wxyz"]:
+        scanned.clear()
+        assert index.candidates(agent, query, config=CONFIG) == []
+        # Only blocks without a Bloom filter (fewer than _BLOOM_ROWS rows) are scanned.
+        assert all(text.count(b"\x00") < index_module._BLOOM_ROWS - 1 for text in scanned)
+    scanned.clear()
+    assert index.candidates(agent, "spill", config=CONFIG)
     assert scanned
+    assert not any(
+        session.session_id.encode() in text for text in scanned for session in sessions[:50]
+    )
 
 
 def test_index_starts_over_when_most_rows_are_dead() -> None:
-    """Once most slots belong to removed or replaced sessions, apply renumbers the live rows,
-    and the index still answers like list_candidates."""
+    """After most sessions are removed and the rest replaced, the index still answers like
+    list_candidates."""
     rng = random.Random(5)
     listing = _random_listing(rng, 1200)
     index = CandidateIndex(listing)
