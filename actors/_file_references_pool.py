@@ -261,7 +261,8 @@ class RankPool:
         the position just past the previous match (greedy leftmost)" (spec §3.1): one regular
         expression match per row. The rows matching a prefix of the needle are the only
         candidates, so a cached prefix's matches (the previous keystroke while typing) are
-        narrowed further, each continuing where its prefix match ended.
+        narrowed further, each continuing where its prefix match ended (with one ``str.find``
+        per row when the needle adds a single unit).
         """
         with self._lock:
             done = ""
@@ -280,6 +281,7 @@ class RankPool:
             # One C-level regex match per row for all the new characters, from where the
             # prefix's match ended (see compile_needle).
             match = compile_needle(needle[len(done) :])
+            unit = needle[len(done) :] if done and len(needle) == len(done) + 1 else ""
             kept_rows: list[int] = []
             kept_texts: list[str] = []
             kept_ends: list[int] = []
@@ -291,11 +293,20 @@ class RankPool:
                 check_abort(abort)
                 stop = start + _BLOCK
                 block = texts[start:stop]
+                if unit:
+                    # One new unit (typing): ``str.find`` is the greedy step and makes no match
+                    # object per row.
+                    positions = list(map(str.find, block, repeat(unit), ends[start:stop]))
+                    keep = list(map(_found, positions))
+                    kept_rows += compress(rows[start:stop], keep)
+                    kept_texts += compress(block, keep)
+                    kept_ends += map(_plus_one, compress(positions, keep))
+                    continue
                 found = list(map(match, block, ends[start:stop]) if done else map(match, block))
-                keep = list(map(bool, found))
-                kept_rows += compress(rows[start:stop], keep)
-                kept_texts += compress(block, keep)
-                kept_ends += map(_end, compress(found, keep))
+                # A match object is true and a miss is None: ``compress`` keeps the matches.
+                kept_rows += compress(rows[start:stop] if done else range(start, stop), found)
+                kept_texts += compress(block, found)
+                kept_ends += map(_end, filter(None, found))
                 del found
             rows, texts, ends = kept_rows, kept_texts, kept_ends
         if len(needle) > len(done):

@@ -295,3 +295,20 @@ def test_candidates_carry_kinds() -> None:
         FileCandidate("a", "directory"),
         FileCandidate("a/b", "file"),
     ]
+
+
+def test_typed_needles_equal_full_sort() -> None:
+    """Typing, backspacing and retyping (narrowing by one unit at a time) keeps exact results."""
+    rng = random.Random(13)
+    entries = _random_paths(rng, 700, "abcdeSRC.-_x\U0001f600é")
+    pool = RankPool(
+        [path for path, is_directory in entries if is_directory],
+        [path for path, is_directory in entries if not is_directory],
+    )
+    for _ in range(40):
+        word = "".join(rng.choices("abcdecsr.x\U0001f600é", k=rng.randint(2, 7)))
+        for typed in [*(word[:end] for end in range(1, len(word) + 1)), word[:-1], word]:
+            found = pool.rank(prepare_needle(typed), 5)
+            assert [pool.candidate(row).path for _, row in found] == _reference(
+                entries, typed, 5
+            ), typed
