@@ -36,9 +36,9 @@ import zmq
 from actors._serve import READY_LINE
 from bench._common import (
     BenchError,
+    Stopped,
     Target,
     Throughput,
-    explain_failure,
     format_count,
     format_ratio,
     format_table,
@@ -46,11 +46,11 @@ from bench._common import (
     machine_info,
     plot_png,
     progress,
+    publish,
     ratio,
+    run_guarded,
     server_process,
-    sigterm_as_interrupt,
     target_rows,
-    write_json,
 )
 from wire import Client, WireError, open_client
 
@@ -544,23 +544,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if any(value <= 0 for value in changes.values()):
         parser.error("--calls, --duration and --cancels must be positive")
     settings = attrs.evolve(settings, **changes)
-    try:
-        with sigterm_as_interrupt():
-            report = run_benchmark(settings)
-    except BaseException as exc:
-        expected = (BenchError, WireError, zmq.ZMQError, trio.TooSlowError, OSError)
-        status = explain_failure("bench.echo", exc, expected)
-        if status is None:
-            raise
-        return status
+    expected = (BenchError, WireError, zmq.ZMQError, trio.TooSlowError, OSError)
+    report = run_guarded("bench.echo", lambda: run_benchmark(settings), expected)
+    if isinstance(report, Stopped):
+        return report.status
     out: Path = args.out
     png = out.with_suffix(".png")
     report["png"] = str(png)
-    write_json(out, report)
     plot_report(png, report)
-    print(render_table(report))
-    print(f"\nreport: {out}\nplot:   {png}")
-    return 0
+    return publish(out, report, table=render_table(report), plots=[png])
 
 
 if __name__ == "__main__":

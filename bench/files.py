@@ -48,16 +48,16 @@ from actors._file_references import FileReferencesConfig, FileReferenceService
 from actors._serve import READY_LINE
 from bench._common import (
     BenchError,
+    Stopped,
     Target,
-    explain_failure,
     format_table,
     latency_summary,
     machine_info,
     progress,
+    publish,
+    run_guarded,
     server_process,
-    sigterm_as_interrupt,
     target_rows,
-    write_json,
 )
 from wire import CallCancelledError, CancelReason, open_client
 
@@ -664,22 +664,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if changes.get("files", settings.files) < 200:
         parser.error("--files must be at least 200")
     settings = attrs.evolve(settings, tmp=args.tmp, **changes)
-    try:
-        with sigterm_as_interrupt():
-            report = run_benchmark(settings)
-    except BaseException as exc:
-        status = explain_failure("bench.files", exc, (RuntimeError, OSError))
-        if status is None:
-            raise
-        return status
+    expected = (RuntimeError, OSError)
+    report = run_guarded("bench.files", lambda: run_benchmark(settings), expected)
+    if isinstance(report, Stopped):
+        return report.status
     out: Path = args.out
     png = out.with_suffix(".png")
     report["png"] = str(png)
-    write_json(out, report)
     plot_report(png, report)
-    print(render_table(report))
-    print(f"\nreport: {out}\nplot:   {png}")
-    return 0
+    return publish(out, report, table=render_table(report), plots=[png])
 
 
 if __name__ == "__main__":

@@ -63,17 +63,17 @@ from actors._projection_cache import CachedSession, ProjectionCache
 from actors._session_ref import CandidateIndex, SessionReferenceConfig
 from actors._store_events import record_event, title_event
 from bench._common import (
+    Stopped,
     Target,
-    explain_failure,
     format_ratio,
     format_table,
     latency_summary,
     machine_info,
     progress,
+    publish,
     ratio,
-    sigterm_as_interrupt,
+    run_guarded,
     target_rows,
-    write_json,
 )
 from bench.store import turn_events
 from wire import WireError, open_client
@@ -673,22 +673,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     settings = Settings.quick_run() if args.quick else Settings()
-    try:
-        with sigterm_as_interrupt():
-            report = run_benchmark(settings)
-    except BaseException as exc:
-        status = explain_failure("bench.references", exc, (RuntimeError, OSError))
-        if status is None:
-            raise
-        return status
+    expected = (RuntimeError, OSError)
+    report = run_guarded("bench.references", lambda: run_benchmark(settings), expected)
+    if isinstance(report, Stopped):
+        return report.status
     out: Path = args.out
     png = out.with_suffix(".png")
     report["png"] = str(png)
-    write_json(out, report)
     plot_report(png, report)
-    print(render_table(report))
-    print(f"\nreport: {out}\nplot:   {png}")
-    return 0
+    return publish(out, report, table=render_table(report), plots=[png])
 
 
 if __name__ == "__main__":

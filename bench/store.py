@@ -54,15 +54,15 @@ from actors._store_events import EventInput
 from actors._store_options import Durability
 from actors._store_services import build_session_services
 from bench._common import (
+    Stopped,
     Target,
-    explain_failure,
     format_count,
     format_table,
     machine_info,
     progress,
-    sigterm_as_interrupt,
+    publish,
+    run_guarded,
     target_rows,
-    write_json,
 )
 
 __all__ = ["Settings", "main", "run_benchmark", "turn_events"]
@@ -747,22 +747,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if changes.get("listed", settings.listed) < 300:
         parser.error("--listed must be at least 300")
     settings = attrs.evolve(settings, **changes)
-    try:
-        with sigterm_as_interrupt():
-            report = run_benchmark(settings)
-    except BaseException as exc:
-        status = explain_failure("bench.store", exc, (RuntimeError, OSError))
-        if status is None:
-            raise
-        return status
+    expected = (RuntimeError, OSError)
+    report = run_guarded("bench.store", lambda: run_benchmark(settings), expected)
+    if isinstance(report, Stopped):
+        return report.status
     out: Path = args.out
     png = out.with_suffix(".png")
     report["png"] = str(png)
-    write_json(out, report)
     plot_report(png, report)
-    print(render_table(report))
-    print(f"\nreport: {out}\nplot:   {png}")
-    return 0
+    return publish(out, report, table=render_table(report), plots=[png])
 
 
 if __name__ == "__main__":
