@@ -52,6 +52,7 @@ from bench._common import (
     server_process,
     target_rows,
 )
+from bench.peers import _raw as raw_peer
 from wire import Client, WireError, open_client
 
 __all__ = ["IN_FLIGHT", "PAYLOAD", "Settings", "main", "run_benchmark", "serve_raw"]
@@ -97,24 +98,8 @@ class Settings:
 
 def serve_raw(endpoint: str) -> int:
     """The raw server: a blocking ROUTER echo loop, until SIGTERM kills the process."""
-    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
-    socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
-    socket.setsockopt(zmq.LINGER, 0)
-    socket.bind(endpoint)
-    print(f"{RAW_READY_LINE} {socket.getsockopt_string(zmq.LAST_ENDPOINT)}", flush=True)
-    while True:
-        parts = socket.recv_multipart()
-        if len(parts) != 2:
-            continue
-        try:
-            request = msgpack.unpackb(parts[1])
-            reply = {"type": "result", "id": request["id"], "value": request["args"]["payload"]}
-        except (ValueError, TypeError, KeyError, msgpack.UnpackException) as exc:
-            reply = {"type": "error", "id": None, "code": "bad-request", "message": str(exc)}
-        try:
-            socket.send_multipart((parts[0], msgpack.packb(reply)))
-        except zmq.ZMQError:
-            pass  # the peer went away: nobody to answer
+    raw_peer.serve(endpoint, ready=RAW_READY_LINE, hwm=None)
+    return 0
 
 
 class RawClient:

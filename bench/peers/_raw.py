@@ -21,14 +21,17 @@ __all__ = ["drive", "serve"]
 _REPLY_TIMEOUT = 30.0
 
 
-def serve(address: str) -> None:
+def serve(address: str, *, ready: str = READY_PREFIX, hwm: int | None = 100_000) -> None:
+    """The blocking ROUTER echo loop, until the process is killed; prints ``ready`` and the
+    bound address first. ``hwm`` sets both high-water marks (``None``: ZeroMQ's default)."""
     socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
     socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
     socket.setsockopt(zmq.LINGER, 0)
-    socket.setsockopt(zmq.SNDHWM, 100_000)
-    socket.setsockopt(zmq.RCVHWM, 100_000)
+    if hwm is not None:
+        socket.setsockopt(zmq.SNDHWM, hwm)
+        socket.setsockopt(zmq.RCVHWM, hwm)
     socket.bind(address)
-    print(f"{READY_PREFIX} {socket.getsockopt_string(zmq.LAST_ENDPOINT)}", flush=True)
+    print(f"{ready} {socket.getsockopt_string(zmq.LAST_ENDPOINT)}", flush=True)
     while True:
         parts = socket.recv_multipart()
         if len(parts) != 2:
