@@ -52,8 +52,9 @@ async def _drive(job: Job, go: Go) -> Samples:
         for i in range(max(job.warmup_calls, len(job.agents))):
             # Every agent gets activated here, before the window, not inside it.
             args = {"agentId": job.agents[i % len(job.agents)], "payload": payload}
-            if await client.call("diagnostics/echo", args) != payload:
-                raise RuntimeError("diagnostics/echo returned something else than its payload")
+            echo = job.calls[0] if job.calls[0].startswith("diagnostics/echo") else _ECHO
+            if await client.call(echo, args) != payload:
+                raise RuntimeError(f"{echo} returned something else than its payload")
         if job.calls[0] == _PREPARE and job.sources:
             await _warm_sources(client, job)
         samples = Samples(await trio.to_thread.run_sync(go), job.duration)
@@ -72,6 +73,7 @@ async def _drive(job: Job, go: Go) -> Samples:
 
 
 _PREPARE = "sessionReferenceResolver/prepare"
+_ECHO = "diagnostics/echo"
 
 
 async def _warm_sources(client: Client, job: Job) -> None:

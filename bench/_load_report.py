@@ -30,6 +30,8 @@ _TRANSPORTS = {"tcp": "tcp loopback (127.0.0.1)", "ipc": "ipc (a local socket fi
 #: How superseded calls ended (``superseded:WHEN`` counters): cancelled before their handler
 #: ran, while it ran, or after it had finished (the result crossed the cancel).
 SUPERSEDED_WHEN = ("before", "during", "after")
+#: agent-actors' echo stacks: ``def`` handler (the ratios and targets), ``async def`` beside it.
+OUR_STACKS = ("ours", "oursAsync")
 #: "cancel p99 at most 1 ms".
 CANCEL_P99_LIMIT_MS = 1.0
 
@@ -47,7 +49,7 @@ def echo_ratios(echo: Mapping[str, Any]) -> dict[str, dict[str, dict[str, float 
         ours = stacks.get("ours", [])
         ratios[payload] = {}
         for peer, phases in stacks.items():
-            if peer == "ours":
+            if peer in OUR_STACKS:
                 continue
             row: dict[str, float | None] = {}
             for phase in phases:
@@ -162,7 +164,7 @@ def _echo_tables(report: Mapping[str, Any], payload: str) -> str:
         for n in levels:
             phase = phase_at(phases, n)
             cells.append(format_count(phase["callsPerSecond"]) if phase else "n/a")
-        mark = "" if name == "ours" else format_ratio(ratios.get(name, {}).get(str(level)))
+        mark = "" if name in OUR_STACKS else format_ratio(ratios.get(name, {}).get(str(level)))
         rows.append([labels[name], *cells, mark])
     detail = [
         [
@@ -202,7 +204,7 @@ def _echo_tables(report: Mapping[str, Any], payload: str) -> str:
         )
     ratio_rows = [["ours / peer by calls in flight", *(str(n) for n in levels)]]
     for name in report["stacks"]:
-        if name != "ours" and name in ratios:
+        if name not in OUR_STACKS and name in ratios:
             ratio_rows.append(
                 [labels[name], *(format_ratio(ratios[name].get(str(n))) for n in levels)]
             )

@@ -33,12 +33,20 @@ def _address(settings: LoadSettings, tmp: str, name: str) -> str:
     return "tcp://127.0.0.1:0" if settings.transport == "tcp" else f"ipc://{tmp}/{name}.sock"
 
 
+#: The echo endpoint of each agent-actors echo stack: the targets are read on ``ours``, the
+#: ``def`` handler (the peers' echo handlers are plain functions too; gRPC aio's is a
+#: coroutine), and ``oursAsync`` is reported beside it.
+ECHO_CALLS = {"ours": "diagnostics/echoSync", "oursAsync": "diagnostics/echo"}
+
+
 def _echo_jobs(
     stack: str, address: str, settings: LoadSettings, level: int, payload: int, agents: list[str]
 ) -> list[Job]:
+    calls = (ECHO_CALLS[stack],) if stack in ECHO_CALLS else ("diagnostics/echo",)
     return [
         Job(
             stack=stack,
+            calls=calls,
             address=address,
             worker=i,
             concurrency=m,
@@ -140,7 +148,8 @@ def run_ours(report: dict[str, Any], settings: LoadSettings, tmp: str) -> None:
         address = require_loopback(addresses[0])
         monitor = ServerMonitor(find_child(argv))
         agents, served = trio.run(setup_server, address, settings.agents, str(settings.cwd))
-        _run_echo(report, "ours", address, monitor, settings, agents)
+        for stack in ECHO_CALLS:
+            _run_echo(report, stack, address, monitor, settings, agents)
         base = Job(
             stack="ours",
             address=address,

@@ -56,7 +56,9 @@ class LoadSettings:
     quick: bool = False
     #: Stacks whose server py-spy records during echo 64 B at the target level (issue 6: where
     #: a target is missed, say where the time goes); by default ours, when py-spy is installed.
-    profile: tuple[str, ...] = attrs.field(factory=lambda: ("ours",) if py_spy() else ())
+    profile: tuple[str, ...] = attrs.field(
+        factory=lambda: ("ours", "oursAsync") if py_spy() else ()
+    )
     #: An echo phase during which other programs used more than this many CPUs (on average) is
     #: run again, at most ``retries`` times; the quietest attempt is kept.
     disturbed_cpus: float = 0.2

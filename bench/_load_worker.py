@@ -18,7 +18,7 @@ __all__ = ["main", "run_job"]
 
 def run_job(job: Job) -> Samples:
     """Run ``job`` with the driver of its stack."""
-    if job.stack == "ours":
+    if job.stack in ("ours", "oursAsync"):
         from bench._load_ours import drive
 
         return drive(job, wait_for_go)

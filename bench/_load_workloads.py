@@ -6,7 +6,8 @@ arguments. Plugging a real endpoint in is adding (or here: already having) its b
 only uses a builder whose endpoint the server lists in ``system/describe`` and skips the
 workload with a note otherwise.
 
-- ``diagnostics/echo``: the echo workloads (64 B and 64 KiB payloads).
+- ``diagnostics/echoSync`` and ``diagnostics/echo``: the echo workloads (64 B and 64 KiB
+  payloads), through a ``def`` handler (stack ``ours``) and an ``async def`` one (``oursAsync``).
 - ``diagnostics/sleep``: the keystroke workload's stand-in handler, sleeping a short random time.
 - ``fileReferences/list`` and ``sessionReferenceResolver/candidates``: the real keystroke
   completion calls, one of each per keystroke once the server serves them.
@@ -94,7 +95,14 @@ def _prepare(ctx: CallContext) -> dict[str, Any]:
 
 CALLS: Mapping[str, CallBuilder] = {
     "diagnostics/echo": CallBuilder(
-        endpoint="diagnostics/echo", build=_echo, description="echo of the payload"
+        endpoint="diagnostics/echo",
+        build=_echo,
+        description="echo of the payload, async def handler (a task per call)",
+    ),
+    "diagnostics/echoSync": CallBuilder(
+        endpoint="diagnostics/echoSync",
+        build=_echo,
+        description="echo of the payload, def handler (run inline when the agent is free)",
     ),
     "diagnostics/sleep": CallBuilder(
         endpoint="diagnostics/sleep",

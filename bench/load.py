@@ -94,11 +94,19 @@ def run_load(
         "profileStem": profile_stem,
         "stacks": {
             "ours": {
-                "label": "agent-actors",
+                "label": "agent-actors (def)",
                 "version": _version("agent-actors"),
-                "concurrencyModel": "one wire client per process, one trio task per call",
+                "concurrencyModel": "one wire client per process, one trio task per call; "
+                "the server runs the def handler inline",
                 "status": "pending",
-            }
+            },
+            "oursAsync": {
+                "label": "agent-actors (async def)",
+                "version": _version("agent-actors"),
+                "concurrencyModel": "one wire client per process, one trio task per call; "
+                "the server runs the async def handler in a task of its own",
+                "status": "pending",
+            },
         },
         "echo": {
             key: {
@@ -119,6 +127,12 @@ def run_load(
         }
     with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp, time_limit(settings.time_limit):
         for name, stack in report["stacks"].items():
+            if name == "oursAsync":
+                # Measured by run_ours against the same server as ``ours``.
+                stack["status"] = report["stacks"]["ours"]["status"]
+                if "reason" in report["stacks"]["ours"]:
+                    stack["reason"] = report["stacks"]["ours"]["reason"]
+                continue
             reason = None if name == "ours" else PEERS[name].missing()
             if reason:
                 stack |= {"status": "skipped", "reason": reason}
@@ -250,8 +264,8 @@ def _settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Load
     unknown = [p for p in changes.get("peers", ()) if p not in PEERS]
     if unknown:
         parser.error(f"unknown peers {', '.join(unknown)} (known: {', '.join(PEERS)})")
-    if any(p not in ("ours", *PEERS) for p in changes.get("profile", ())):
-        parser.error(f"--profile takes stacks among ours, {', '.join(PEERS)}")
+    if any(p not in ("ours", "oursAsync", *PEERS) for p in changes.get("profile", ())):
+        parser.error(f"--profile takes stacks among ours, oursAsync, {', '.join(PEERS)}")
     if changes.get("profile") and py_spy() is None:
         parser.error("--profile needs py-spy (pip install -e '.[bench]')")
     if any(c not in CALLS for c in changes.get("completion", ())):

@@ -415,8 +415,12 @@ def _quick_run(tmp_path: Path, *extra: str) -> tuple[dict[str, Any], str]:
 def test_quick_run_against_the_raw_ceiling_writes_the_report(tmp_path: Path) -> None:
     """``python -m bench.load --quick --peers raw`` runs every workload and writes JSON and PNGs."""
     report, stdout = _quick_run(tmp_path, "--peers", "raw")
-    assert list(report["stacks"]) == ["ours", "raw"]
+    assert list(report["stacks"]) == ["ours", "oursAsync", "raw"]
     assert report["ratios"]["64B"]["raw"]["8"] > 0
+    # Both handler kinds are measured on the one server; only ``ours`` (def) is a ratio's side.
+    assert report["stacks"]["oursAsync"]["status"] == "measured"
+    assert [p["inFlight"] for p in report["echo"]["64B"]["stacks"]["oursAsync"]] == [8]
+    assert set(report["ratios"]["64B"]) == {"raw"}
     assert "N/A" in stdout  # zerorpc, gRPC and RPyC were not run
 
 
@@ -424,7 +428,7 @@ def test_quick_run_against_the_raw_ceiling_writes_the_report(tmp_path: Path) -> 
 def test_quick_run_measures_every_peer(tmp_path: Path) -> None:
     """``python -m bench.load --quick`` measures every installed peer side by side."""
     report, _ = _quick_run(tmp_path)
-    assert list(report["stacks"]) == ["ours", *PEERS]
+    assert list(report["stacks"]) == ["ours", "oursAsync", *PEERS]
 
 
 def test_one_pass_percentiles_equal_the_histograms_own() -> None:
