@@ -53,7 +53,9 @@ class Client:
     """A connection to one server. Create with :func:`open_client`."""
 
     def __init__(self, socket: zmq.Socket[bytes], *, name: str) -> None:
-        self._protocol = ClientProtocol(name=name, now=trio.current_time())
+        #: The run's clock (trio.current_time() looks it up through two more calls).
+        self._now = trio.lowlevel.current_clock().current_time
+        self._protocol = ClientProtocol(name=name, now=self._now())
         self._pump = SocketPump(socket, router=False, on_receive=self._on_receive)
         self._ready = trio.Event()
         self._specs: dict[str, EndpointSpec] = {}
@@ -89,9 +91,8 @@ class Client:
                 ``result-invalid`` when the result does not match ``result``.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        now = trio.current_time()
         deadline = trio.current_effective_deadline()
-        deadline_ms = (deadline - now) * 1000 if deadline != math.inf else None
+        deadline_ms = (deadline - self._now()) * 1000 if deadline != math.inf else None
         task = trio.lowlevel.current_task()
         call_id, frame = self._protocol.start_call(
             task,
@@ -203,7 +204,7 @@ class Client:
     def _on_receive(self, peer: bytes, frames: list[bytes]) -> None:
         if len(frames) != 1:
             return  # a ROUTER never sends this; ignore rather than trust it
-        self._apply(self._protocol.receive(frames[0], trio.current_time()))
+        self._apply(self._protocol.receive(frames[0], self._pump.received_at))
 
     def _apply(self, events: list[Any]) -> None:
         reschedule = trio.lowlevel.reschedule

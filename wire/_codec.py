@@ -32,7 +32,7 @@ from wire._messages import (
 )
 from wire._shapes import unstructure_default
 
-__all__ = ["MAX_CALL_ID", "decode", "encode", "encode_call"]
+__all__ = ["MAX_CALL_ID", "decode", "encode", "encode_call", "encode_result"]
 
 #: Call ids stay exact in a JavaScript number (2**53 - 1), so a TypeScript client can use them.
 MAX_CALL_ID = 2**53 - 1
@@ -63,6 +63,19 @@ def encode(message: Message) -> bytes:
         return frame
     except (TypeError, ValueError, OverflowError) as exc:
         raise LocalProtocolError(f"cannot encode {message.KIND}: {exc}") from exc
+
+
+def encode_result(call_id: int, value: Any) -> bytes:
+    """``encode(Result(...))`` without the message's match: the server's hot path.
+
+    Raises:
+        LocalProtocolError: ``value`` cannot be represented in msgpack.
+    """
+    try:
+        frame: bytes = _PACKERS.packer.pack({"type": "result", "id": call_id, "value": value})
+        return frame
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise LocalProtocolError(f"cannot encode {Result.KIND}: {exc}") from exc
 
 
 def encode_call(

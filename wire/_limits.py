@@ -24,6 +24,7 @@ __all__ = [
     "ArgumentLimits",
     "LimitExceeded",
     "check_arguments",
+    "is_flat",
     "salvage_call_id",
 ]
 
@@ -94,6 +95,16 @@ def check_arguments(args: Mapping[str, Any], limits: ArgumentLimits) -> LimitExc
             return LimitExceeded(children[0][1], _too_deep(max_depth), max_depth)
         stack.extend((v, p, depth + 1) for v, p in reversed(children))
     return None
+
+
+def is_flat(args: Mapping[str, Any]) -> bool:
+    """Whether no value of ``args`` is an array or a map (most calls): then only the count of
+    ``args`` itself can break a limit, and :func:`check_arguments` need not walk it."""
+    for value in args.values():
+        kind = type(value)
+        if kind is list or kind is dict:
+            return False
+    return True
 
 
 def _nested(value: Any) -> bool:

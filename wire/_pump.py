@@ -43,8 +43,12 @@ from wire._errors import OverloadedError
 
 __all__ = ["SocketPump"]
 
-#: Frames received per wake before the pump yields to let handlers run.
-_RECEIVE_BATCH = 512
+#: Frames received per drain before the pump sends what they produced and yields to let
+#: handlers run. Small enough that a peer keeping many calls in flight gets replies while the
+#: rest are still being read, so both processes work at once: with a whole window per drain
+#: (512 before), client and server took turns, and 128 echo calls in flight ran at half the
+#: rate (measured on a 2-CPU VM: about 16,000 against 31,000 calls/s with 32 or 64).
+_RECEIVE_BATCH = 32
 #: How often a pump with a backlog retries sends that would have blocked (seconds).
 _BACKLOG_RETRY = 0.002
 #: Messages per drain that are preceded by an ``EVENTS`` check. ``EVENTS`` costs a few µs and
@@ -147,10 +151,17 @@ class SocketPump:
         self._sleeping = False
         self._running = False
         self._closed = False
-        #: Whether a socket operation happened since ``EVENTS`` last showed nothing to read.
-        #: trio time at which a drain last found nothing more to read.
+        #: trio time at which a drain last found nothing more to read (read when that drain
+        #: started: the clock is read once per drain, and an earlier time is the safe side
+        #: for liveness checks).
         self.drained_at = -math.inf
+        #: trio time at which the current (or last) drain started: the arrival time of every
+        #: message it hands to ``on_receive``. A clock read costs a system call on some VMs
+        #: (several µs), too much to pay per message.
+        self.received_at = -math.inf
+        #: Whether a socket operation happened since ``EVENTS`` last showed nothing to read.
         self._stale = True
+        self._clock: Callable[[], float] = trio.current_time
         #: Tasks the owner started or woke that have not run yet and may queue frames when they
         #: do. The owner increments it before the task is scheduled and decrements it when the
         #: task runs; while it is positive the pump yields instead of sleeping on the FD.
@@ -195,6 +206,7 @@ class SocketPump:
         if self._running:
             raise trio.BusyResourceError("another task is already pumping this socket")
         self._running = True
+        self._clock = trio.lowlevel.current_clock().current_time
         fd = self._socket.FD
         self._waker = _Waker.create(fd)
         idle_yields = 0
@@ -284,12 +296,13 @@ class SocketPump:
         router = self._router
         on_receive = self._on_receive
         count = 0
+        now = self.received_at = self._clock()
         try:
             while count < _RECEIVE_BATCH:
                 if count < _PROBED_RECEIVES:
                     if not _BASE_GET(socket, _EVENTS) & _POLLIN:
                         self._stale = False
-                        self.drained_at = trio.current_time()
+                        self.drained_at = now
                         break
                 peer = recv(_NOBLOCK) if router else b""
                 # A Frame (copy=False) tells whether more parts follow without a getsockopt.
@@ -301,7 +314,7 @@ class SocketPump:
                 count += 1
                 on_receive(peer, frames)
         except zmq.Again:
-            self.drained_at = trio.current_time()
+            self.drained_at = now
         self.received += count
         return count
 

@@ -15,13 +15,14 @@ from typing import Any
 
 import attrs
 
-from wire._codec import decode, encode
+from wire._codec import decode, encode, encode_result
 from wire._errors import CancelReason, ErrorCode, LocalProtocolError, RemoteProtocolError
 from wire._limits import (
     DEFAULT_MAX_ARG_DEPTH,
     DEFAULT_MAX_ARG_ITEMS,
     ArgumentLimits,
     check_arguments,
+    is_flat,
 )
 from wire._messages import (
     PROTOCOL_VERSION,
@@ -266,7 +267,12 @@ class ServerProtocol:
                 limit=limits.max_in_flight,
             )
             return [Send(peer.identity, encode(reply))]
-        exceeded = check_arguments(call.args, self._arg_limits) if call.args else None
+        args = call.args
+        exceeded = (
+            check_arguments(args, self._arg_limits)
+            if args and (len(args) > limits.max_arg_items or not is_flat(args))
+            else None
+        )
         if exceeded is not None:
             # Refused before admission (docs/protocol.md § 11.4): never in flight, never run.
             where = f"{exceeded.path}: " if exceeded.path else ""
@@ -427,8 +433,10 @@ def _encode_reply(reply: Result | Error) -> bytes:
     fails (§ 5.3 step 9: "the terminal frame becomes ``internal``").
     """
     try:
+        if type(reply) is Result and type(reply.value) in _SCALARS:
+            return encode_result(reply.id, reply.value)
         frame = encode(reply)
-        if isinstance(reply, Result) and type(reply.value) not in _SCALARS:
+        if isinstance(reply, Result):
             decode(frame, max_frame_bytes=len(frame))
         return frame
     except LocalProtocolError as exc:
