@@ -186,6 +186,13 @@ def decode(frame: bytes, *, max_frame_bytes: int) -> Message:
         call_id = raw.get("id")
         if type(call_id) is int and 0 <= call_id <= MAX_CALL_ID:
             return Result(id=call_id, value=raw.get("value"))
+    elif kind == "cancel":
+        # On the cancel-to-quiescence path, which runs in a process that was idle.
+        call_id = raw.get("id")
+        wire_reason = raw.get("reason", "caller")
+        reason = _REASONS.get(wire_reason) if type(wire_reason) is str else None
+        if type(call_id) is int and 0 <= call_id <= MAX_CALL_ID and reason is not None:
+            return Cancel(id=call_id, reason=reason)
     call_id = _optional_id(raw)
     if not isinstance(kind, str):
         raise _bad(call_id, "frame has no string field 'type'")
@@ -278,6 +285,8 @@ def _fast_call(raw: dict[str, Any]) -> Call | None:
 
 
 _NUMBERS = frozenset((int, float))
+#: Cancel reasons by wire value.
+_REASONS: dict[str, CancelReason] = {reason.value: reason for reason in CancelReason}
 
 
 def _read_call(f: _Fields) -> Call:

@@ -156,8 +156,7 @@ class SocketPump:
         #: for liveness checks).
         self.drained_at = -math.inf
         #: trio time at which the current (or last) drain started: the arrival time of every
-        #: message it hands to ``on_receive``. A clock read costs a system call on some VMs
-        #: (several µs), too much to pay per message.
+        #: message it hands to ``on_receive`` (one clock read per drain, not per message).
         self.received_at = -math.inf
         #: Whether a socket operation happened since ``EVENTS`` last showed nothing to read.
         self._stale = True
