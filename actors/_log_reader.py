@@ -4,6 +4,10 @@ load = backend read (§6.1, §9) → id check → legacy import (§6.3) and lega
 (§6.2) → unknown-type guard (§6.2) → synthetic crash closers (§6.4) → restore
 validation (§6.5) with the surface fold (§6.6). The result's events are what the
 surface is folded from and what `captured_through_seq` refers to.
+
+In a fenced (clustered) log the backend read already left out a zombie owner's lower-epoch
+batches that follow a higher epoch-open (`actors._log_epochs`); the kept epoch records are
+ordinary ignorable events, as upstream reads them.
 """
 
 from __future__ import annotations
@@ -98,6 +102,9 @@ class LoadedSession:
     """Events read from the file; ``events[stored_count:]`` are synthetic closers."""
     torn: TornTail | None
     """Where the committed prefix ends, when bytes follow it in the file."""
+    epoch: int | None = None
+    """The highest fencing epoch opened in the log (`actors._log_epochs`); None for a log
+    without epoch markers. Lower-epoch batches that followed it were left out."""
 
     @property
     def closers(self) -> tuple[Mapping[str, Any], ...]:
@@ -284,6 +291,7 @@ def _restore(
         replacements=fold.replacements,
         stored_count=scan.count,
         torn=scan.torn,
+        epoch=scan.epoch,
     )
 
 

@@ -5,6 +5,10 @@ contiguous event prefix. A complete line that fails to parse, holds a malformed 
 row, or breaks seq contiguity records an *issue* and stops the prefix; the issue is fatal
 only if a later parseable line contains a `turn/end` (otherwise the bad tail is dropped
 like a torn tail). In zstd mode that leniency applies only inside the torn last frame.
+
+From the first fencing epoch marker on (`actors._log_epochs`), lines also pass the epoch
+filter: a zombie owner's lower-epoch batches after a higher epoch-open are dropped before the
+seq check. Logs without markers never enter that path.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 import attrs
 
 from actors._log_chunks import ROW_TYPES, validate_row
+from actors._log_epochs import EPOCH_OPEN_TYPE, FENCE_TYPES, EpochFilter, fence_epoch
 from actors._log_errors import LogCorruptError, LogValidationError, LogVersionError
 from actors._log_header import (
     RETIRED_KEYS_REASON,
@@ -69,6 +74,9 @@ class ScanResult:
     count: int
     """Number of stored events."""
     torn: TornTail | None
+    epoch: int | None = None
+    """The highest fencing epoch opened in the log, None when it has no epoch markers
+    (`actors._log_epochs`)."""
 
 
 def parse_header_record(line: bytes, *, refuse_version: bool = True) -> SessionHeader:
@@ -140,13 +148,30 @@ def _is_turn_end(item: object) -> bool:
     return type(item) is dict and item.get("type") == "turn/end"
 
 
+_SPECIAL_TYPES = ROW_TYPES | FENCE_TYPES
+"""Types the scanner looks at twice: packed rows, and fencing markers (which switch it to
+`_Scanner.consume_fenced`, so plain logs never pay for the epoch filter)."""
+
+
 class _Scanner:
     """Incremental line scanner over plaintext that follows the header line."""
 
-    __slots__ = ("base", "committed", "count", "fed", "issue", "items", "line_no", "parts")
+    __slots__ = (
+        "base",
+        "committed",
+        "count",
+        "fed",
+        "fence",
+        "issue",
+        "items",
+        "line_no",
+        "parts",
+    )
 
     def __init__(self, header_length: int) -> None:
         self.items: list[Item] = []
+        #: The epoch filter, from the first epoch marker on (`consume_fenced`).
+        self.fence: EpochFilter | None = None
         self.count = 0
         self.issue: LogCorruptError | None = None
         self.line_no = 0
@@ -170,19 +195,32 @@ class _Scanner:
         tail = lines.pop()  # without a newline: a torn tail (for now)
         self.parts = [tail] if tail else []
         base = self.base
-        for line in lines:
+        remaining = iter(lines)
+        if self.fence is None:
+            for line in remaining:
+                base += len(line) + 1
+                if self.consume_plain(line, base):
+                    break  # an epoch marker: the rest of the log goes through the filter
+        for line in remaining:
             base += len(line) + 1
-            self._consume(line, base)
+            self.consume_fenced(line, base)
         self.base = base
 
-    def _consume(self, line: bytes, end: int) -> None:
+    def consume_plain(self, line: bytes, end: int) -> bool:
+        """Consume one line of a log without epoch markers (so far); True when the line was
+        the first marker, after which every line goes to `consume_fenced`."""
         self.line_no += 1
         item: Any
         first_seq: object
         try:
             value = parse_line(line)
             tag = value.get("type") if type(value) is dict else None
-            if isinstance(tag, str) and tag in ROW_TYPES:
+            if isinstance(tag, str) and tag in _SPECIAL_TYPES:
+                if tag in FENCE_TYPES:
+                    self.line_no -= 1
+                    self.fence = EpochFilter()
+                    self.consume_fenced(line, end)
+                    return True
                 count = validate_row(value)
                 item = PackedRun(int(value["seq0"]), count, line)
                 first_seq = item.seq0
@@ -196,12 +234,88 @@ class _Scanner:
                     f"corrupt session log: unparsable committed event at line {self.line_no}",
                     line=self.line_no,
                 )
+            return False
+        if self.issue is not None:
+            if _is_turn_end(item):
+                raise self.issue
+            return False
+        expected = self.count
+        if type(first_seq) not in (int, float) or first_seq != expected:
+            got = "undefined" if first_seq is _UNDEFINED else js_str(first_seq)
+            self.issue = LogCorruptError(
+                f"corrupt session log: seq gap in committed region at line {self.line_no} "
+                f"(expected {expected}, got {got})",
+                line=self.line_no,
+            )
+            if _is_turn_end(item):
+                raise self.issue
+            return False
+        if type(item) is dict:
+            item = _share_keys(item, _SHARED_DEPTH)
+            # JSON may spell integers as 1.0; upstream holds them as plain numbers.
+            if type(item["seq"]) is float:
+                item["seq"] = expected
+            time = item.get("time")
+            if type(time) is float and time.is_integer():
+                item["time"] = int(time)
+        self.items.append(item)
+        self.count += count
+        self.committed = end
+        return False
+
+    def consume_fenced(self, line: bytes, end: int) -> None:
+        """Consume one line once the log has shown an epoch marker: `consume_plain` plus the
+        epoch filter (`actors._log_epochs`). Dropped zombie lines count as consumed (they are
+        whole, well-formed lines), so they are neither torn tails nor issues."""
+        self.line_no += 1
+        fence = self.fence
+        assert fence is not None
+        item: Any
+        first_seq: object
+        marker: int | None = None
+        try:
+            value = parse_line(line)
+            tag = value.get("type") if type(value) is dict else None
+            if isinstance(tag, str) and tag in ROW_TYPES:
+                count = validate_row(value)
+                item = PackedRun(int(value["seq0"]), count, line)
+                first_seq = item.seq0
+            else:
+                item, count = value, 1
+                first_seq = value.get("seq", _UNDEFINED) if type(value) is dict else _UNDEFINED
+                if isinstance(tag, str) and tag in FENCE_TYPES:
+                    marker = fence_epoch(value)
+        except (ValueError, RecursionError):
+            if self.issue is None:
+                self.issue = LogCorruptError(
+                    f"corrupt session log: unparsable committed event at line {self.line_no}",
+                    line=self.line_no,
+                )
             return
         if self.issue is not None:
             if _is_turn_end(item):
                 raise self.issue
             return
         expected = self.count
+        if marker is not None:
+            if (
+                tag == EPOCH_OPEN_TYPE
+                and marker > fence.epoch
+                and type(first_seq) is int
+                and 0 <= first_seq < expected
+            ):
+                # A zombie wrote between the new owner's read and its open: roll its
+                # (never acknowledged) batches back so the open continues the log.
+                cut = fence.rollback_to(first_seq, marker)
+                if cut is not None:
+                    del self.items[cut:]
+                    self.count = expected = first_seq
+            if not fence.admit_marker(marker):
+                self.committed = end
+                return
+        elif fence.skipping:
+            self.committed = end
+            return
         if type(first_seq) not in (int, float) or first_seq != expected:
             got = "undefined" if first_seq is _UNDEFINED else js_str(first_seq)
             self.issue = LogCorruptError(
@@ -214,15 +328,22 @@ class _Scanner:
             return
         if type(item) is dict:
             item = _share_keys(item, _SHARED_DEPTH)
-            # JSON may spell integers as 1.0; upstream holds them as plain numbers.
             if type(item["seq"]) is float:
                 item["seq"] = expected
             time = item.get("time")
             if type(time) is float and time.is_integer():
                 item["time"] = int(time)
+        if marker is not None:
+            fence.record_mark(len(self.items), expected, marker)
         self.items.append(item)
         self.count += count
         self.committed = end
+
+    @property
+    def epoch(self) -> int | None:
+        """The highest epoch opened, None before any marker."""
+        fence = self.fence
+        return fence.epoch if fence is not None and fence.epoch >= 0 else None
 
 
 def scan_raw(source: bytes | Iterable[bytes]) -> ScanResult:
@@ -258,7 +379,13 @@ def scan_raw(source: bytes | Iterable[bytes]) -> ScanResult:
         # "a final fragment without \n is a torn tail: ignored (and truncated on a
         # committing load)"; so is a dropped bad tail.
         torn = TornTail(truncate_to=scanner.committed, durable_count=scanner.count)
-    return ScanResult(header=header, items=scanner.items, count=scanner.count, torn=torn)
+    return ScanResult(
+        header=header,
+        items=scanner.items,
+        count=scanner.count,
+        torn=torn,
+        epoch=scanner.epoch,
+    )
 
 
 def _chunked(buffer: bytes | bytearray) -> Iterable[bytes]:
@@ -298,4 +425,10 @@ def scan_zstd(buffer: bytes) -> ScanResult:
         durable = scanner.count
         scanner.write(decode_torn_prefix(buffer[scan.torn_start :]))
         torn = TornTail(truncate_to=scan.torn_start, durable_count=durable)
-    return ScanResult(header=header, items=scanner.items, count=scanner.count, torn=torn)
+    return ScanResult(
+        header=header,
+        items=scanner.items,
+        count=scanner.count,
+        torn=torn,
+        epoch=scanner.epoch,
+    )

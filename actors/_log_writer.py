@@ -6,6 +6,11 @@ publish, so a crash never leaves a half-written log). Every later flush appends 
 batch: one zstd frame (or raw lines) holding every event appended since the last flush,
 with chunk runs packed. The owner decides when to flush (upstream: a fixed 200 ms
 window and explicit barriers); `pending_since` supports such a window.
+
+A writer given a fencing epoch (a clustered owner) opens its first batch with an epoch-open
+record and every later batch with an epoch marker (`actors._log_epochs`); a writer without
+one that opens a log already fenced continues under the log's epoch, so a plain writer never
+leaves records that readers would count in a zombie's batch. Plain logs stay plain.
 """
 
 from __future__ import annotations
@@ -18,6 +23,14 @@ from types import TracebackType
 from typing import Any
 
 from actors._log_chunks import pack_chunk_runs
+from actors._log_epoch_repair import fenced_repair
+from actors._log_epochs import (
+    EPOCH_MARK_TYPE,
+    EPOCH_OPEN_TYPE,
+    StaleEpochError,
+    fence_epoch,
+    fence_record,
+)
 from actors._log_errors import LogWriteError
 from actors._log_events import EventError
 from actors._log_files import LogFile
@@ -71,6 +84,8 @@ class SessionLogWriter:
         title: SessionTitle | None = None,
         descriptor: SubagentDescriptor | None = None,
         descriptor_seen: bool = False,
+        epoch: int | None = None,
+        epoch_opened: bool = False,
     ) -> None:
         """Private; use `create` or `open`."""
         self._path = path
@@ -88,6 +103,8 @@ class SessionLogWriter:
         self._title = title
         self._descriptor = descriptor
         self._descriptor_seen = descriptor_seen
+        self._epoch = epoch
+        self._epoch_opened = epoch_opened
 
     # --- construction ---
 
@@ -100,6 +117,7 @@ class SessionLogWriter:
         fsync: bool = True,
         pack_chunks: bool = True,
         clock: Callable[[], int] | None = None,
+        epoch: int | None = None,
     ) -> SessionLogWriter:
         """Start a new session log at `path`; nothing is written until the first flush.
 
@@ -110,6 +128,7 @@ class SessionLogWriter:
             fsync: make every flushed batch durable (fsync file and directories).
             pack_chunks: pack `assistant/chunk` delta runs into rows (upstream default).
             clock: returns the current time in epoch milliseconds (for `time`).
+            epoch: the fencing epoch to write under (None: a plain log).
 
         Raises:
             LogWriteError: the header is invalid, the suffix unknown, or a log exists.
@@ -135,6 +154,7 @@ class SessionLogWriter:
             pack_chunks=pack_chunks,
             clock=clock or _epoch_ms,
             folder=SurfaceFolder(),
+            epoch=epoch,
         )
 
     @classmethod
@@ -146,6 +166,7 @@ class SessionLogWriter:
         fsync: bool = True,
         pack_chunks: bool = True,
         clock: Callable[[], int] | None = None,
+        epoch: int | None = None,
     ) -> SessionLogWriter:
         """Open an existing log for appending, committing any crash repair first.
 
@@ -162,13 +183,24 @@ class SessionLogWriter:
             fsync: as for `create`.
             pack_chunks: as for `create`.
             clock: as for `create`.
+            epoch: the fencing epoch to write under; None continues under the log's own
+                highest epoch, if it has one (else the log stays plain). Under an epoch the
+                repair batch opens with the epoch record.
 
         Raises:
             LogReadError: the log does not load.
+            StaleEpochError: ``epoch`` is lower than an epoch the log already opened.
             LogWriteError: the repair cannot be written.
         """
         if loaded is None:
             loaded = load_session(path)
+        if epoch is not None and loaded.epoch is not None and epoch < loaded.epoch:
+            raise StaleEpochError(
+                f"{loaded.path}: cannot write under epoch {epoch}: the log is already "
+                f"fenced at epoch {loaded.epoch}",
+                epoch=epoch,
+                log_epoch=loaded.epoch,
+            )
         events = loaded.events
         try:
             descriptor = fold_subagent_descriptor(events)
@@ -191,12 +223,22 @@ class SessionLogWriter:
             title=session_title(events),
             descriptor=descriptor,
             descriptor_seen=seen,
+            epoch=epoch if epoch is not None else loaded.epoch,
+            # Continuing a fenced log under its own epoch needs markers, not a new open.
+            epoch_opened=epoch is None,
         )
         writer._file.open()
         if loaded.torn is not None:
             writer._file.truncate(loaded.torn.truncate_to)
         if durable < len(events):
-            writer._pending = [(dict(event), dumps_line(event)) for event in events[durable:]]
+            repair: list[Mapping[str, Any]] = list(events[durable:])
+            marker = writer.next_marker()
+            if marker is not None:
+                writer._folder, fenced = fenced_repair(loaded, durable, marker, writer._clock())
+                for event in fenced:
+                    writer._track(event)  # the epoch record marks the writer opened
+                repair = list(fenced)
+            writer._pending = [(dict(event), dumps_line(event)) for event in repair]
             writer.flush()
         return writer
 
@@ -257,6 +299,43 @@ class SessionLogWriter:
         """Whether `close` was called."""
         return self._closed
 
+    @property
+    def epoch(self) -> int | None:
+        """The fencing epoch this writer writes under, None for a plain log."""
+        return self._epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Write under ``epoch`` from the next batch on (a new, higher claim writes a new
+        epoch-open record).
+
+        Raises:
+            StaleEpochError: ``epoch`` is lower than the writer's.
+        """
+        current = self._epoch
+        if current is not None and epoch < current:
+            raise StaleEpochError(
+                f"{self._path}: cannot write under epoch {epoch} after epoch {current}",
+                epoch=epoch,
+                log_epoch=current,
+            )
+        if epoch != current:
+            self._epoch = epoch
+            self._epoch_opened = False
+
+    def next_marker(self) -> dict[str, Any] | None:
+        """The epoch record the next appended events must follow, if any: ``{type, data,
+        ignorable}`` of an epoch-open (the writer has not opened under its epoch yet) or of
+        an epoch marker (a new batch: nothing is pending); None when the events join the
+        pending batch, or the log is plain."""
+        epoch = self._epoch
+        if epoch is None:
+            return None
+        if not self._epoch_opened:
+            return fence_record(EPOCH_OPEN_TYPE, epoch)
+        if not self._pending:
+            return fence_record(EPOCH_MARK_TYPE, epoch)
+        return None
+
     # --- appending ---
 
     def append(
@@ -290,6 +369,25 @@ class SessionLogWriter:
         """
         if self._closed:
             raise LogWriteError(f"{self._path}: writer is closed")
+        marker = self.next_marker()
+        if marker is not None:
+            self._append_one(
+                marker["type"], marker["data"], None, None, ignorable=True, time_ms=time_ms
+            )
+        return self._append_one(
+            event_type, data, surface_op, source_event_seqs, ignorable=ignorable, time_ms=time_ms
+        )
+
+    def _append_one(
+        self,
+        event_type: str,
+        data: Any,
+        surface_op: str | Mapping[str, int] | None,
+        source_event_seqs: Sequence[int] | None,
+        *,
+        ignorable: bool,
+        time_ms: int | None,
+    ) -> Mapping[str, Any]:
         seq = self._folder.next_seq
         event: dict[str, Any] = {
             "type": event_type,
@@ -330,9 +428,11 @@ class SessionLogWriter:
         fold equal to this writer's; `folder` is that fold after the events, and the writer
         adopts it.
 
+        Under an epoch, the events must start with `next_marker` when it is not None.
+
         Raises:
-            LogWriteError: the writer is closed, or the seqs do not continue this log (nothing
-                is queued).
+            LogWriteError: the writer is closed, the seqs do not continue this log, or the
+                epoch record the batch needs is missing (nothing is queued).
         """
         if self._closed:
             raise LogWriteError(f"{self._path}: writer is closed")
@@ -342,6 +442,14 @@ class SessionLogWriter:
             raise LogWriteError(
                 f"{self._path}: checked events do not continue the log at seq {first}"
             )
+        marker = self.next_marker() if events else None
+        if marker is not None:
+            head = events[0]
+            if head.get("type") != marker["type"] or fence_epoch(head) != self._epoch:
+                raise LogWriteError(
+                    f"{self._path}: a batch under epoch {self._epoch} must start with a "
+                    f"{marker['type']!r} record"
+                )
         for event in events:
             self._pending.append((dict(event), dumps_line(event)))
             self._track(event)
@@ -386,7 +494,9 @@ class SessionLogWriter:
 
     def _track(self, event: Mapping[str, Any]) -> None:
         kind = event["type"]
-        if kind == "session/title":
+        if kind == EPOCH_OPEN_TYPE and fence_epoch(event) == self._epoch:
+            self._epoch_opened = True
+        elif kind == "session/title":
             self._title = session_title((event,))
         elif kind == "subagent/descriptor" and not self._descriptor_seen:
             # §8: "folding takes the first descriptor event (first wins)".

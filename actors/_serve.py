@@ -76,12 +76,26 @@ async def open_runtime(
     sessions_dir: Path | None = None,
     writable: bool = False,
     route: Callable[[ActorSystem], Callable[[str, dict[str, Any]], Awaitable[Any]]] | None = None,
+    epoch_of: Callable[[str], int | None] | None = None,
+    ack_guard: Callable[[str], None] | None = None,
 ) -> AsyncIterator[Runtime]:
     """Assemble and run the store, the services and the actor system (no sockets).
 
     ``route(system)``, when given, returns the function actor-to-actor calls go through
     (``prepare`` reading other sessions, ``agents/create``) instead of :func:`call_local`; a
     scale-out worker routes calls for agents it does not own to their owner.
+
+    Fencing (a clustered worker; both default to None, and single-process serving pays
+    nothing):
+
+    - ``epoch_of(session_id)`` is the fencing epoch under which this process may write that
+      session (its shard claim's epoch), or None when not clustered. A writer opening a log
+      under an epoch first appends an epoch-open record, and every record it writes carries
+      the epoch; readers drop lower-epoch records that follow a higher epoch-open
+      (`actors._log_epochs`).
+    - ``ack_guard(session_id)`` is called after an append is durable (per the durability
+      mode) and before it is acknowledged; if it raises (e.g. ``UnavailableError`` past the
+      lease deadline), the append call fails with that error instead of returning seqs.
 
     Resource handling: on exit every background task is cancelled and the store is closed
     under a shield (writers flushed, locks released).
@@ -94,6 +108,8 @@ async def open_runtime(
             writable=writable,
             durability=config.durability,
             batch_delay=config.batch_delay,
+            epoch_of=epoch_of,
+            ack_guard=ack_guard,
         )
     )
     files = FileReferenceService(config.file_references)

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from actors._log_epochs import FENCE_TYPES
 from actors._log_json import dumps_line, parse_line
 from actors._log_legacy import check_new_event
 from actors._log_surface import SurfaceFolder
@@ -102,20 +103,44 @@ def copy_folder(folder: SurfaceFolder) -> SurfaceFolder:
 
 
 def check_batch(
-    items: Sequence[EventInput], folder: SurfaceFolder, session_id: str, time_ms: int
+    items: Sequence[EventInput],
+    folder: SurfaceFolder,
+    session_id: str,
+    time_ms: int,
+    *,
+    prefix: Sequence[EventInput] = (),
 ) -> tuple[SurfaceFolder, list[dict[str, Any]]]:
     """Validate a batch as one unit against a copy of ``folder``.
 
+    Args:
+        items: the host's events; the fencing types (`actors._log_epochs`) are reserved for
+            the store and rejected.
+        folder: the session's fold.
+        session_id: the session id (for error messages).
+        time_ms: the batch's ``time``.
+        prefix: the store's own records to put ahead of the host's (an epoch record).
+
     Returns:
-        The fold after the batch (``folder`` itself is untouched) and the recorded events.
+        The fold after the batch (``folder`` itself is untouched) and the recorded events
+        (``prefix`` first).
 
     Raises:
-        AppendRejectedError: the first event that breaks a rule, with its index.
+        AppendRejectedError: the first event that breaks a rule, with its index among
+            ``items``.
     """
     fold = copy_folder(folder)
     recorded: list[dict[str, Any]] = []
+    for item in prefix:
+        event = record_event(item, fold.next_seq, time_ms)
+        check_new_event(event, session_id)
+        fold.apply(event)
+        recorded.append(event)
     for index, item in enumerate(items):
         seq = fold.next_seq
+        if item.type in FENCE_TYPES:
+            raise AppendRejectedError(
+                index, item.type, seq, "this event type is reserved for the store's fencing"
+            )
         try:
             event = record_event(item, seq, time_ms)
             check_new_event(event, session_id)

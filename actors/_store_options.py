@@ -56,6 +56,11 @@ class StoreOptions:
     pack_chunks: bool = True
     clock: Callable[[], int] = attrs.field(default=lambda: time.time_ns() // 1_000_000)
     """Epoch milliseconds, for event ``time``."""
+    epoch_of: Callable[[str], int | None] | None = None
+    """The fencing epoch a session may be written under, None when not clustered."""
+    ack_guard: Callable[[str], None] | None = None
+    """Called with the session id after an append is durable and before it is acknowledged;
+    if it raises, the append fails with that error."""
 
 
 @attrs.frozen(kw_only=True)

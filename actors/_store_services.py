@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,8 @@ def build_session_services(
     durability: Durability = "fsync",
     batch_delay: float = DEFAULT_BATCH_DELAY,
     index_on_start: bool = True,
+    epoch_of: Callable[[str], int | None] | None = None,
+    ack_guard: Callable[[str], None] | None = None,
 ) -> SessionServices:
     """The session store over ``<data_dir>/sessions`` (and ``sessions_dir`` if given).
 
@@ -102,6 +105,8 @@ def build_session_services(
         durability: ``"fsync"`` (default), ``"flush"`` or ``"write-behind"``.
         batch_delay: the write-behind window in seconds.
         index_on_start: re-index the roots when `SessionServices.run` starts.
+        epoch_of: the fencing epoch a session is written under (None: not clustered).
+        ack_guard: checks each durable append before it is acknowledged (raises to fail it).
 
     Raises:
         ProjectionCacheError: the cache cannot be opened.
@@ -133,7 +138,9 @@ def build_session_services(
                 root_id=cache.root_id(external, compression),
             )
         )
-    options = StoreOptions(durability=durability, batch_delay=batch_delay)
+    options = StoreOptions(
+        durability=durability, batch_delay=batch_delay, epoch_of=epoch_of, ack_guard=ack_guard
+    )
     store = SessionStore(cache, roots, options)
     return SessionServices(
         directory=store, services=[Sessions(store)], cache=cache, index_on_start=index_on_start

@@ -10,6 +10,12 @@ on holds the session in memory: the surface events, the fold, title and label.
 Durability is the store's choice (`actors._store_options.Durability`): by default each append
 call is one batch, written as one zstd frame and fsync'd before the reply.
 
+Fencing (issue 8; off unless the store is given ``epoch_of``/``ack_guard``): a clustered
+process writes a session under its shard claim's epoch. The writer opens its first batch with an
+epoch-open record and every later batch with an epoch marker (`actors._log_epochs`); an epoch
+lower than the log's, or a claim that is gone, makes the append `UnavailableError` before
+anything is written. ``ack_guard`` runs once a batch is durable and before the ack.
+
 The actor's mailbox runs appends alone and in order; on top of that each append applies its
 whole batch to memory without yielding, so a snapshot (a read, possibly concurrent with the
 flush of a write-behind batch) always sees whole batches: a well-defined ``capturedThroughSeq``
@@ -29,6 +35,7 @@ from typing import Any
 import attrs
 import trio
 
+from actors._log_epochs import StaleEpochError
 from actors._log_errors import LogReadError, LogWriteError
 from actors._log_header import SessionHeader
 from actors._log_reader import LoadedSession, load_session
@@ -41,6 +48,7 @@ from actors._projection_cache import (
     RecordedModelRoute,
 )
 from actors._store_events import EventInput, check_batch
+from actors._store_fencing import batch_prefix, claim_is_new, claimed_epoch, stale_error
 from actors._store_lock import SessionLock, lock_path_for
 from actors._store_options import (
     AppendOutcome,
@@ -69,6 +77,9 @@ class _WriterSide:
     #: The last surface handed out and the seq it was captured through: snapshots between
     #: two appends share it (gathering a large surface on the event loop takes milliseconds).
     surface: tuple[int | None, tuple[Mapping[str, Any], ...]] | None = None
+    #: Whether the writer's epoch is a claim of this process (``epoch_of``), not one merely
+    #: continued from the log.
+    claimed: bool = False
 
 
 class SessionState:
@@ -264,6 +275,8 @@ class SessionState:
             AgentBusyError: another writer holds the session's lock.
             InternalError: the batch was accepted but could not be written (it stays
                 pending and is retried by the next write or at passivation).
+            UnavailableError: (or whatever the store's ``ack_guard`` raises) the batch was
+                written but may not be acknowledged (this process's fencing lease expired).
 
         Cancellation: a cancel before the batch is accepted leaves nothing appended; once
         accepted, the batch is written (shielded) and the cancel is raised afterwards.
@@ -272,9 +285,10 @@ class SessionState:
             self._check_open()
             return AppendOutcome(seqs=(), persisted=self._persisted())
         async with self._write_lock:
-            side = await self._writer_side()
+            side = await self._claimed_side()
+            prefix = batch_prefix(side.writer)
             folder, recorded = check_batch(
-                items, side.folder, self.session_id, self._options.clock()
+                items, side.folder, self.session_id, self._options.clock(), prefix=prefix
             )
             with trio.CancelScope(shield=True):
                 try:
@@ -288,11 +302,35 @@ class SessionState:
                 side.folder = folder
                 if self._options.durability != "write-behind":
                     await self._flush_locked(side)
+            recorded = recorded[len(prefix) :]
             for event in recorded:
                 self._on_recorded(self.session_id, event["type"])
+            guard = self._options.ack_guard
+            if guard is not None:
+                # Fencing (issue 8): checked once the batch is durable per the durability
+                # mode and before the ack; past the lease deadline it raises and the caller
+                # gets that error, never the seqs.
+                guard(self.session_id)
             return AppendOutcome(
                 seqs=tuple(event["seq"] for event in recorded), persisted=self._persisted()
             )
+
+    async def _claimed_side(self) -> _WriterSide:
+        """The writer side, checked against the claim (fencing; see `actors._store_fencing`)."""
+        side = await self._writer_side()
+        if self._options.epoch_of is None:
+            return side
+        epoch = claimed_epoch(self._options, self.session_id)
+        if claim_is_new(side.writer.epoch, epoch, self.session_id, claimed=side.claimed):
+            with trio.CancelScope(shield=True):
+                try:
+                    await trio.to_thread.run_sync(self._close_sync, side)
+                finally:
+                    side.lock.release()
+                    self._side = None
+            side = await self._writer_side()
+        side.claimed = side.claimed or epoch is not None
+        return side
 
     def _persisted(self) -> Persisted:
         durability = self._options.durability
@@ -373,15 +411,16 @@ class SessionState:
             raise UnavailableError(
                 f'session "{self.session_id}": cannot take the write lock: {error}'
             ) from None
+        epoch = claimed_epoch(self._options, self.session_id)
         try:
-            self._side = await trio.to_thread.run_sync(self._open_sync, lock)
+            self._side = await trio.to_thread.run_sync(self._open_sync, lock, epoch)
         except BaseException:
             lock.release()
             raise
         self._loaded = None  # the writer's memory replaces the loaded log
         return self._side
 
-    def _open_sync(self, lock: SessionLock) -> _WriterSide:
+    def _open_sync(self, lock: SessionLock, epoch: int | None) -> _WriterSide:
         # We hold the lock, so no writer of ours changes the file from here on; the log read
         # as a reader is still current unless its identity changed since that read.
         loaded = self._loaded
@@ -393,14 +432,27 @@ class SessionState:
                 loaded=loaded,
                 fsync=self._options.durability != "flush",
                 pack_chunks=self._options.pack_chunks,
+                epoch=epoch,
             )
+        except StaleEpochError as error:
+            raise stale_error(self.session_id, error) from None
         except LogReadError as error:
             raise read_failure(self.session_id, error) from None
         except LogWriteError as error:
             raise InternalError(f'session "{self.session_id}": {error}') from None
         try:
+            if writer.epoch is not None and loaded.needs_repair:
+                # A fenced repair puts its epoch record ahead of the closers, so the log
+                # now differs from the loaded view: read what was written.
+                loaded, self._identity = self._load_sync()
             events = {seq: loaded.events[seq] for seq in loaded.surface}
-            side = _WriterSide(writer=writer, lock=lock, folder=loaded.fold(), events=events)
+            side = _WriterSide(
+                writer=writer,
+                lock=lock,
+                folder=loaded.fold(),
+                events=events,
+                claimed=epoch is not None,
+            )
             self._record_progress(side)
         except BaseException:
             writer.close()
