@@ -114,6 +114,11 @@ class _Waker:
         os.close(self.eventfd)
 
 
+class _DroppableFrame(bytes):
+    """A frame that is dropped, not held, when its peer's pipe is full (a subclass, so the
+    common path tells it apart only where a send would block)."""
+
+
 class SocketPump:
     """Owns ``socket``; ``router`` says whether messages carry a routing identity.
 
@@ -169,8 +174,11 @@ class SocketPump:
         self.sent = 0
         self.received = 0
 
-    def send_nowait(self, peer: bytes, frame: bytes, *, force: bool = False) -> None:
-        """Queue ``frame`` for ``peer`` (``b""`` on a DEALER); never blocks.
+    def send_nowait(
+        self, peer: bytes, frame: bytes, *, force: bool = False, droppable: bool = False
+    ) -> None:
+        """Queue ``frame`` for ``peer`` (``b""`` on a DEALER); never blocks. A ``droppable``
+        frame is dropped instead of held when the peer's pipe is full or already backlogged.
 
         Raises:
             OverloadedError: ``peer``'s backlog is full (unless ``force``: cancels must go out).
@@ -185,7 +193,7 @@ class SocketPump:
                     "peer is not reading: send backlog is full",
                     details={"limit": self._max_backlog},
                 )
-        self._outgoing.append((peer, frame))
+        self._outgoing.append((peer, _DroppableFrame(frame) if droppable else frame))
         if self._sleeping:
             self._sleeping = False
             if self._waker is not None:
@@ -354,7 +362,8 @@ class SocketPump:
                     send(socket, peer, _MORE)
                 send(socket, frame, _NOBLOCK)
             except zmq.Again:
-                self._hold(peer, backlogs.setdefault(peer, collections.deque()), frame)
+                if type(frame) is not _DroppableFrame:
+                    self._hold(peer, backlogs.setdefault(peer, collections.deque()), frame)
                 continue
             except zmq.ZMQError as exc:
                 if exc.errno == zmq.EHOSTUNREACH:
@@ -365,6 +374,8 @@ class SocketPump:
         self.sent += sent
 
     def _hold(self, peer: bytes, backlog: collections.deque[bytes], frame: bytes) -> None:
+        if type(frame) is _DroppableFrame:
+            return
         backlog.append(frame)
         if len(backlog) == self._max_backlog + 1:
             self._on_stuck(peer)

@@ -189,7 +189,7 @@ class Server:
                 router=True,
                 on_receive=self._on_receive,
                 on_unreachable=lambda peer: self._apply(self._protocol.peer_unreachable(peer)),
-                on_stuck=lambda peer: self._apply(self._protocol.drop_peer(peer, "not reading")),
+                on_stuck=self._drop_stuck,
                 max_backlog=self.limits.max_backlog,
             )
             async with trio.open_nursery() as nursery:
@@ -274,8 +274,8 @@ class Server:
             match event:
                 case StartCall(record):
                     self._start(record)
-                case Send(peer, frame):
-                    self._send(peer, frame)
+                case Send(peer, frame, droppable):
+                    self._send(peer, frame, droppable=droppable)
                 case CancelCall(record):
                     if record.handle is not None:
                         record.handle.cancel()
@@ -287,11 +287,18 @@ class Server:
                     if self._pump is not None:
                         self._pump.forget_peer(peer)
 
-    def _send(self, peer: bytes, frame: bytes) -> None:
+    def _drop_stuck(self, peer: bytes) -> None:
+        """``peer`` stopped reading and its backlog is full: drop it, and its backlog even
+        when the protocol no longer knows it (frames for a stranger are moot)."""
+        self._apply(self._protocol.drop_peer(peer, "not reading"))
+        if self._pump is not None:
+            self._pump.forget_peer(peer)
+
+    def _send(self, peer: bytes, frame: bytes, *, droppable: bool = False) -> None:
         if self._pump is None:
             return
         try:
-            self._pump.send_nowait(peer, frame, force=True)
+            self._pump.send_nowait(peer, frame, force=True, droppable=droppable)
         except trio.ClosedResourceError:
             # A handler outlived the shutdown grace period; its peer was told bye already.
             log.info("dropped a frame for %s: the server socket is closed", peer.hex())

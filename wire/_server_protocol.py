@@ -103,10 +103,13 @@ class CallRecord:
 
 @attrs.frozen
 class Send:
-    """Send ``frame`` to ``peer`` now."""
+    """Send ``frame`` to ``peer`` now; a ``droppable`` frame is dropped rather than held when
+    the peer's pipe is full (advice to a peer the server does not know: holding it would let
+    a stranger that never reads grow the server's memory without bound)."""
 
     peer: bytes
     frame: bytes
+    droppable: bool = False
 
 
 @attrs.frozen
@@ -186,7 +189,8 @@ class ServerProtocol:
         except RemoteProtocolError as exc:
             if exc.reply is None:
                 return []
-            return [Send(peer, encode(self._scoped_rejection(known, exc.reply)))]
+            rejection = encode(self._scoped_rejection(known, exc.reply))
+            return [Send(peer, rejection, droppable=known is None)]
         if known is None:
             return self._receive_from_stranger(peer, message, now)
         match message:
@@ -234,8 +238,8 @@ class ServerProtocol:
                 reply = Error.of(
                     None, ErrorCode.PEER_LOST, "unknown peer: send hello first", **details
                 )
-                return [Send(peer, encode(reply))]
-        return [Send(peer, encode(_unexpected(message)))]
+                return [Send(peer, encode(reply), droppable=True)]
+        return [Send(peer, encode(_unexpected(message)), droppable=True)]
 
     def _greet(self, peer: bytes, hello: Hello, now: float) -> list[ServerEvent]:
         if PROTOCOL_VERSION not in hello.versions:
@@ -246,7 +250,7 @@ class ServerProtocol:
                 f"client offered {list(hello.versions)}",
                 supported=[PROTOCOL_VERSION],
             )
-            return [Send(peer, encode(reply))]
+            return [Send(peer, encode(reply), droppable=True)]
         self._peers[peer] = _Peer(
             identity=peer, name=hello.name, last_seen=now, next_ping=now + self.limits.heartbeat
         )

@@ -359,3 +359,34 @@ async def test_errors_leave_the_client_block_unwrapped(nursery: trio.Nursery) ->
             async with open_client(bound):
                 raise KeyError("mine")
         await server.aclose()
+
+
+async def test_a_stranger_that_never_reads_costs_no_backlog(nursery: trio.Nursery) -> None:
+    """Calls from a peer that never said hello and never reads get best-effort errors: once
+    its pipe is full they are dropped, not held, so the server's backlog stays empty (a held
+    reply per call would grow without bound), and the server keeps serving others."""
+    with trio.fail_after(30):
+        server, _, bound = await start(nursery, "tcp://127.0.0.1:0", ServerLimits(max_backlog=100))
+        context = zmq.Context.instance()
+        stranger = context.socket(zmq.DEALER)
+        stranger.setsockopt(zmq.RCVHWM, 1)
+        stranger.setsockopt(zmq.RCVBUF, 1024)  # a small TCP window: the pipe fills sooner
+        stranger.setsockopt(zmq.SNDHWM, 0)
+        stranger.connect(bound)
+        try:
+            calls = 60_000  # well past what the pipe holds (the server's SNDHWM is 10,000)
+            for call_id in range(1, calls + 1):
+                call = {"type": "call", "id": call_id, "endpoint": "t/echo", "args": {}}
+                stranger.send(msgpack.packb(call))
+                if call_id % 1000 == 0:
+                    await trio.sleep(0.01)
+            pump = server._pump
+            assert pump is not None
+            while pump.received < calls:
+                await trio.sleep(0.01)
+            assert server.statistics().backlog_frames == 0
+            async with open_client(bound) as client:
+                assert await client.call("t/echo", {"value": "still here"}) == "still here"
+        finally:
+            stranger.close(linger=0)
+        await server.aclose()
