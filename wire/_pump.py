@@ -405,5 +405,11 @@ class SocketPump:
         return True
 
     def forget_peer(self, peer: bytes) -> None:
-        """Drop ``peer``'s backlog (it was dropped by the protocol)."""
+        """Drop ``peer``'s backlog and the frames queued for it (it was dropped by the
+        protocol): left queued, they would refill a backlog that nothing drains any more."""
         self._backlog.pop(peer, None)
+        outgoing = self._outgoing
+        if any(queued == peer for queued, _ in outgoing):
+            kept = [item for item in outgoing if item[0] != peer]
+            outgoing.clear()  # in place: a flush in progress keeps popping this deque
+            outgoing.extend(kept)
