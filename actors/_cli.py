@@ -14,6 +14,7 @@ import argparse
 import functools
 import json
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,15 @@ def _parser() -> argparse.ArgumentParser:
         metavar="etcd://HOST:PORT[,…][/CLUSTER]",
         help="with --workers: workers join this etcd cluster (docs/cluster.md)",
     )
+    serve_cmd.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="with --workers: each worker's lease TTL; a hung worker loses its shards after "
+        "it (default 10)",
+    )
+    _add_cluster_serve_options(serve_cmd)
     serve_cmd.set_defaults(run=_run_serve)
 
     index_cmd = commands.add_parser(
@@ -134,6 +144,7 @@ def _parser() -> argparse.ArgumentParser:
     add_call_options(call_cmd)
     call_cmd.set_defaults(run=_run_call)
     add_keys_command(commands)
+    _add_cluster_command(commands)
 
     demo_cmd = commands.add_parser("demo", help="walk through a few calls against a new server")
     demo_cmd.set_defaults(run=_run_demo)
@@ -169,6 +180,10 @@ def _run_serve(args: argparse.Namespace) -> int:
     if args.coordinator is not None and not args.workers:
         print("agent-actors: --coordinator needs --workers", file=sys.stderr)
         return EXIT_USAGE
+    unwritable = _unwritable(args.data)
+    if unwritable is not None:
+        print(f"agent-actors: cannot serve: {unwritable}", file=sys.stderr)
+        return EXIT_USAGE
     if args.workers:
         return _run_supervisor(args, config, ready)
     try:
@@ -190,6 +205,19 @@ def _run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _unwritable(data_dir: Path) -> str | None:
+    """Why the server could not write in ``data_dir`` (``None``: it can). Every write path
+    (sessions, locks, the cache, worker sockets) lives there: a server that printed its ready
+    line and then failed every write would send its users far from the cause."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=data_dir, prefix=".writable-", delete=True)
+        probe.close()
+    except OSError as exc:
+        return f"data directory {data_dir} is not writable: {exc.strerror or exc}"
+    return None
+
+
 def _run_supervisor(args: argparse.Namespace, config: Any, ready: Any) -> int:
     """``serve --workers N``: the supervisor of ``actors.cluster``."""
     from actors.cluster._coordinator import CoordinatorError
@@ -209,11 +237,17 @@ def _run_supervisor(args: argparse.Namespace, config: Any, ready: Any) -> int:
     if args.coordinator is not None and not args.coordinator.startswith("etcd://"):
         print("agent-actors: --coordinator must be an etcd://host:port URL", file=sys.stderr)
         return EXIT_USAGE
+    placement = _cluster_placement(args, config)
+    if isinstance(placement, str):
+        print(f"agent-actors: {placement}", file=sys.stderr)
+        return EXIT_USAGE
     options = ClusterOptions(
         workers=args.workers,
         shard_count=args.shards,
         worker_args=tuple(passed),
         coordinator=args.coordinator,
+        ttl=args.lease_ttl,
+        **placement,
     )
     try:
         trio.run(
@@ -339,3 +373,106 @@ def _run_demo(args: argparse.Namespace) -> int:
 def console_main() -> None:
     """Entry point of the ``agent-actors`` console script."""
     sys.exit(main())
+
+
+# -- multi-host clusters (docs/cluster.md) ------------------------------------------------------
+
+
+def _add_cluster_serve_options(serve_cmd: argparse.ArgumentParser) -> None:
+    serve_cmd.add_argument(
+        "--host-id",
+        help="with --coordinator: this host's name in the cluster; worker ids are "
+        "HOST-ID-w1… ([cluster] hostId; default: the hostname)",
+    )
+    serve_cmd.add_argument(
+        "--storage-mode",
+        choices=("local", "shared"),
+        help="with --coordinator: local (default): a shard fails over only to workers on "
+        "this host's storage; shared: any worker mounting --storage-id may take it over",
+    )
+    serve_cmd.add_argument(
+        "--storage-id",
+        metavar="NAME",
+        help="with --coordinator: the storage's name in the cluster (default HOST-ID:DATA; "
+        "required with --storage-mode shared, the same on every host mounting it)",
+    )
+    serve_cmd.add_argument(
+        "--worker-endpoint",
+        metavar="tcp://ADDR:*",
+        help="with --workers: what each worker binds (default: a private ipc endpoint); other "
+        "hosts must reach it, and a non-loopback address needs --insecure",
+    )
+
+
+def _cluster_placement(args: argparse.Namespace, config: Any) -> dict[str, Any] | str:
+    """The placement options of ``serve --workers``, or why they are unusable."""
+    table = config.cluster
+    options: dict[str, Any] = {
+        "host_id": args.host_id or table.host_id,
+        "storage_mode": args.storage_mode or table.storage_mode,
+        "storage_id": args.storage_id or table.storage_id,
+        "worker_endpoint": args.worker_endpoint or table.worker_endpoint,
+    }
+    worker_endpoint = options["worker_endpoint"]
+    if worker_endpoint is not None:
+        if args.curve is not None:
+            return "--worker-endpoint with --curve is not supported yet (workers serve plain tcp)"
+        problem = exposure_problem([worker_endpoint], curve=False, insecure=args.insecure)
+        if problem is not None:
+            return f"--worker-endpoint: {problem}"
+    if args.coordinator is None:
+        if any(args_value is not None for args_value in (args.host_id, args.storage_id)):
+            return "--host-id and --storage-id need --coordinator"
+        return {"worker_endpoint": worker_endpoint}
+    if options["storage_mode"] == "shared" and options["storage_id"] is None:
+        return "--storage-mode shared needs --storage-id NAME (the shared mount's name)"
+    return options
+
+
+def _add_cluster_command(commands: Any) -> None:
+    cluster_cmd = commands.add_parser("cluster", help="operate a multi-host cluster on etcd")
+    actions = cluster_cmd.add_subparsers(dest="action", required=True)
+    evict = actions.add_parser(
+        "evict-host",
+        help="give up a lost host's storage: delete its shard bindings so other hosts may "
+        "claim those shards (their sessions stay on the lost host's disk)",
+    )
+    evict.add_argument("host", help="the host id (serve --host-id; default there: hostname)")
+    evict.add_argument(
+        "--coordinator",
+        required=True,
+        metavar="etcd://HOST:PORT[,…][/CLUSTER]",
+        help="the cluster's etcd members and name, as given to serve",
+    )
+    evict.add_argument(
+        "--force", action="store_true", help="evict even though the host has live members"
+    )
+    evict.set_defaults(run=_run_evict_host)
+
+
+def _run_evict_host(args: argparse.Namespace) -> int:
+    from actors.cluster._coordinator import CoordinatorError
+    from actors.cluster._storage import evict_host
+
+    try:
+        eviction = trio.run(
+            functools.partial(evict_host, args.coordinator, args.host, force=args.force)
+        )
+    except ValueError as exc:
+        print(f"agent-actors: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except CoordinatorError as exc:
+        print(f"agent-actors: evict-host {args.host}: {exc}", file=sys.stderr)
+        return EXIT_CALL_FAILED
+    print(
+        f"evicted host {eviction.host}: {len(eviction.evicted)} shard binding(s) deleted"
+        + (f" ({', '.join(map(str, eviction.evicted))})" if eviction.evicted else "")
+    )
+    if eviction.kept:
+        print(
+            f"kept {len(eviction.kept)} binding(s) whose storage another host still mounts: "
+            + ", ".join(map(str, eviction.kept))
+        )
+    if eviction.live_members:
+        print(f"warning: the host still has live members: {', '.join(eviction.live_members)}")
+    return 0

@@ -7,7 +7,9 @@ falls back to a default.
 ``[wire]``: ``heartbeat`` and ``peerTimeout`` (seconds), ``maxFrameBytes``, ``maxInFlight``,
 ``maxInFlightTotal``, ``maxArgDepth``, ``maxArgItems``, ``maxQueryLength``. ``[actors]``:
 ``idleTimeout`` (seconds). ``[sessions]``: ``durability``
-(``fsync``, ``flush`` or ``write-behind``) and ``batchDelay`` (seconds).
+(``fsync``, ``flush`` or ``write-behind``) and ``batchDelay`` (seconds). ``[cluster]`` (read
+by ``serve --workers N --coordinator etcd://…``; command-line flags win): ``hostId``,
+``storageMode`` (``local`` or ``shared``), ``storageId`` and ``workerEndpoint``.
 ``[fileReferences]`` and ``[sessionReferenceResolver]`` use upstream DSH's key names and are
 validated by their services' own config classes, with upstream's messages.
 """
@@ -27,7 +29,7 @@ from actors._session_ref import SessionReferenceConfig, SessionReferenceError
 from actors._store_options import Durability
 from wire import ServerLimits
 
-__all__ = ["Config", "ConfigError", "load_config"]
+__all__ = ["ClusterConfig", "Config", "ConfigError", "load_config"]
 
 #: Keys of ``[sessionReferenceResolver]`` (upstream's schema ignores others; we refuse them).
 _SESSION_REFERENCE_KEYS = frozenset(
@@ -38,6 +40,20 @@ _DURABILITIES = ("fsync", "flush", "write-behind")
 
 class ConfigError(ValueError):
     """The configuration file is unreadable or has an unknown or mistyped key."""
+
+
+@attrs.frozen(kw_only=True)
+class ClusterConfig:
+    """``[cluster]``: where this host's workers sit in a multi-host cluster (docs/cluster.md)."""
+
+    #: This host's name in the cluster (default: the hostname).
+    host_id: str | None = None
+    #: ``local`` (shards fail over only on this host's storage) or ``shared``.
+    storage_mode: str = "local"
+    #: The storage's name (default ``<host-id>:<data dir>``; required in shared mode).
+    storage_id: str | None = None
+    #: What workers bind, e.g. ``tcp://10.0.0.5:*`` (default: a private ipc endpoint).
+    worker_endpoint: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -54,6 +70,7 @@ class Config:
     session_references: SessionReferenceConfig = attrs.Factory(SessionReferenceConfig)
     #: Longest ``query`` argument of the completion endpoints (characters).
     max_query_length: int = DEFAULT_MAX_QUERY_LENGTH
+    cluster: ClusterConfig = attrs.Factory(ClusterConfig)
 
 
 _WIRE_KEYS: dict[str, tuple[str, type]] = {
@@ -70,6 +87,13 @@ _WIRE_KEYS: dict[str, tuple[str, type]] = {
 }
 _ACTORS_KEYS: dict[str, tuple[str, type]] = {"idleTimeout": ("idle_timeout", float)}
 _SESSIONS_KEYS: dict[str, tuple[str, type]] = {"batchDelay": ("batch_delay", float)}
+_CLUSTER_TEXT_KEYS = {
+    "hostId": "host_id",
+    "storageMode": "storage_mode",
+    "storageId": "storage_id",
+    "workerEndpoint": "worker_endpoint",
+}
+_STORAGE_MODES = ("local", "shared")
 
 
 def load_config(path: Path | None) -> Config:
@@ -84,7 +108,7 @@ def load_config(path: Path | None) -> Config:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read configuration: {exc}") from None
-    known = {"wire", "actors", "sessions", "fileReferences", "sessionReferenceResolver"}
+    known = {"wire", "actors", "sessions", "fileReferences", "sessionReferenceResolver", "cluster"}
     for table, value in document.items():
         if table not in known:
             raise ConfigError(
@@ -106,6 +130,7 @@ def load_config(path: Path | None) -> Config:
             f"got {durability!r}"
         )
     batch = _table(path, "sessions", sessions, _SESSIONS_KEYS)
+    cluster = _cluster_table(path, document.get("cluster", {}))
     resolver = document.get("sessionReferenceResolver", {})
     unknown = sorted(set(resolver) - _SESSION_REFERENCE_KEYS)
     if unknown:
@@ -130,7 +155,26 @@ def load_config(path: Path | None) -> Config:
         file_references=file_references,
         session_references=session_references,
         max_query_length=max_query_length,
+        cluster=cluster,
     )
+
+
+def _cluster_table(path: Path, table: dict[str, Any]) -> ClusterConfig:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in _CLUSTER_TEXT_KEYS:
+            known = sorted(_CLUSTER_TEXT_KEYS)
+            raise ConfigError(
+                f"{path}: unknown key {key!r} in [cluster] (known: {', '.join(known)})"
+            )
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{path}: [cluster] {key} must be a non-empty string, got {value!r}")
+        out[_CLUSTER_TEXT_KEYS[key]] = value
+    if out.get("storage_mode", "local") not in _STORAGE_MODES:
+        raise ConfigError(
+            f"{path}: [cluster] storageMode must be local or shared, got {out['storage_mode']!r}"
+        )
+    return ClusterConfig(**out)
 
 
 def _table(

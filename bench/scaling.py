@@ -1,7 +1,7 @@
 """Scale-out benchmark: throughput and server CPU per call with 1, 2 and 4 workers.
 
 ``python -m bench.scaling [--quick] [--workers 1,2,4] [--duration S] [--repeats R]
-[--in-flight N] [--generators G] [--out PATH]``
+[--in-flight N] [--generators G] [--generator raw|client] [--out PATH]``
 
 For each worker count it starts ``agent-actors serve --workers N`` (a supervisor and N worker
 processes on ipc endpoints under a temporary data directory), creates 64 agents spread over
@@ -11,14 +11,27 @@ the shards, and drives two endpoints, ``diagnostics/echo`` (64 B payload) and
 - ``hop``: every call goes to the supervisor, which forwards it to the owning worker (one
   extra hop);
 - ``direct``: the load generator routes by the shard map of ``system/describe`` and calls the
-  owning worker itself (``actors.cluster._direct``, zero hops).
+  owning worker itself (zero hops).
 
 The load runs in separate processes (``--generators``, default 1), each keeping ``--in-flight``
-calls outstanding round-robin over the agents for ``--duration`` seconds. Server CPU is the
-user+system time of the supervisor and all its workers over the measured window (from
-``/proc``), divided by the calls completed. Runs are interleaved (every mode and worker count
-once per repeat) and the medians of the repeats are reported, with ratios against one worker
-in the same run. ``bench/results/scaling.{json,png}`` hold the last full run.
+calls outstanding round-robin over the agents for ``--duration`` seconds
+(``bench._scaling_load``). The default generator (``raw``) speaks the wire protocol over plain
+pyzmq, a few µs of CPU per call; ``client`` uses the product's Python client (the direct mode
+through ``actors.cluster._direct``), which spends about as much CPU per call as the server does
+on an echo. On a 2-core machine the generator shares the cores with the server, so a costly
+generator caps the throughput the server can show: with server CPU ``s`` and generator CPU
+``g`` per call, 2 workers can reach at most ``2 s / (s + g)`` times one worker's throughput,
+which is 1.5 only when ``g <= s / 3``.
+
+Server CPU is the user+system time of the supervisor and of each of its workers (all threads,
+from ``/proc``) over the measured window, divided by the calls completed; it is reported whole,
+split into supervisor and workers, and with the idle rate (timers, heartbeats, the
+coordinator's watch long polls: the lowest of three 1 s readings before the runs)
+subtracted, over the window from the generators' first calls to their reports. The generators'
+own CPU per call is reported beside it. Runs are interleaved (every mode and worker count once
+per repeat) and the medians of the repeats are reported, with ratios against one worker in the
+same run, the cost of the extra hop (hop against direct), and the issue's two targets.
+``bench/results/scaling.{json,png}`` hold the last full run.
 """
 
 from __future__ import annotations
@@ -27,7 +40,6 @@ import argparse
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,16 +50,12 @@ from typing import Any
 import trio
 
 from actors._serve import READY_LINE
-from bench._common import machine_info, progress, write_json
+from bench._common import format_table, progress, target_rows, write_json
+from bench._scaling_load import ENDPOINTS, GENERATORS, STARTED, generator_argv, generator_main
+from bench._scaling_report import AGENTS, MODES, build_report, plot, summarize_sample
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "bench" / "results" / "scaling.json"
-ENDPOINTS = {
-    "echo": ("diagnostics/echo", {"payload": "x" * 64}),
-    "candidates": ("sessionReferenceResolver/candidates", {"query": ""}),
-}
-MODES = ("hop", "direct")
-AGENTS = 64
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -59,9 +67,9 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _family(root: int) -> list[int]:
-    """``root`` and its children (the supervisor and its workers)."""
-    pids = [root]
+def _children(root: int) -> list[int]:
+    """The processes whose parent is ``root`` (the supervisor's workers)."""
+    pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -73,59 +81,9 @@ def _family(root: int) -> list[int]:
     return pids
 
 
-def _server_cpu(root: int) -> float:
-    return sum(_cpu_seconds(pid) for pid in _family(root))
-
-
-# -- the load generator (its own process) -----------------------------------------------------
-
-
-async def _generate(
-    address: str, mode: str, kind: str, agents: list[str], duration: float, in_flight: int
-) -> dict[str, Any]:
-    from actors.cluster._direct import open_cluster_client
-    from wire import open_client
-
-    endpoint, base = ENDPOINTS[kind]
-    done = 0
-    errors = 0
-
-    async def drive(call: Any) -> dict[str, Any]:
-        nonlocal done, errors
-        deadline = trio.current_time() + duration
-
-        async def task(i: int) -> None:
-            nonlocal done, errors
-            k = i
-            while trio.current_time() < deadline:
-                try:
-                    await call(endpoint, {**base, "agentId": agents[k % len(agents)]})
-                    done += 1
-                except Exception:
-                    errors += 1
-                k += in_flight
-
-        started = time.perf_counter()
-        async with trio.open_nursery() as nursery:
-            for i in range(in_flight):
-                nursery.start_soon(task, i)
-        return {"calls": done, "errors": errors, "seconds": time.perf_counter() - started}
-
-    if mode == "direct":
-        async with open_cluster_client(address) as direct:
-            return await drive(direct.call)
-    async with open_client(address) as client:
-        return await drive(client.call)
-
-
-def _generator_main(argv: list[str]) -> int:
-    address, mode, kind, agents_file, duration, in_flight, start_at = argv
-    agents = json.loads(Path(agents_file).read_text())
-    # Start together: every generator sleeps until the same wall-clock instant.
-    time.sleep(max(0.0, float(start_at) - time.time()))
-    report = trio.run(_generate, address, mode, kind, agents, float(duration), int(in_flight))
-    print(json.dumps(report), flush=True)
-    return 0
+def _server_cpu(root: int) -> tuple[float, float]:
+    """CPU seconds so far of the supervisor and of its workers (all their threads)."""
+    return _cpu_seconds(root), sum(_cpu_seconds(pid) for pid in _children(root))
 
 
 # -- the driver -------------------------------------------------------------------------------
@@ -174,12 +132,19 @@ async def _create_agents(address: str, tmp: Path) -> list[str]:
         ]
 
 
-def _idle_cpu_rate(root: int, seconds: float = 2.0) -> float:
-    """Server CPU seconds per second with no load (timers, heartbeats, the coordinator's
-    watch long polls): subtracted from the loaded window for the idle-corrected figure."""
-    before = _server_cpu(root)
-    time.sleep(seconds)
-    return (_server_cpu(root) - before) / seconds
+def _idle_cpu_rates(root: int, windows: int = 3, seconds: float = 1.0) -> tuple[float, float]:
+    """Supervisor and workers' CPU seconds per second with no load (timers, heartbeats, the
+    coordinator's watch long polls): subtracted from the loaded window for the busy figures.
+
+    The lowest of ``windows`` readings per role: work left over from creating the agents
+    (cache updates, flushes) is not idle cost, and counting it would subtract real work."""
+    rates: list[tuple[float, float]] = []
+    for _ in range(windows):
+        before = _server_cpu(root)
+        time.sleep(seconds)
+        after = _server_cpu(root)
+        rates.append(((after[0] - before[0]) / seconds, (after[1] - before[1]) / seconds))
+    return min(r[0] for r in rates), min(r[1] for r in rates)
 
 
 def _run_load(
@@ -189,47 +154,46 @@ def _run_load(
     agents_file: Path,
     settings: argparse.Namespace,
     root: int,
-    idle_rate: float,
+    idle: tuple[float, float],
 ) -> dict[str, Any]:
     start_at = time.time() + 1.0
+    argv = generator_argv(
+        settings.generator,
+        address,
+        mode,
+        kind,
+        agents_file,
+        settings.duration,
+        settings.in_flight,
+        start_at,
+    )
     generators = [
         subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "bench.scaling",
-                "--generate",
-                address,
-                mode,
-                kind,
-                str(agents_file),
-                str(settings.duration),
-                str(settings.in_flight),
-                str(start_at),
-            ],
+            [sys.executable, "-m", "bench.scaling", "--generate", *argv],
             stdout=subprocess.PIPE,
             cwd=ROOT,
         )
         for _ in range(settings.generators)
     ]
-    time.sleep(max(0.0, start_at - time.time()))
-    cpu_before = _server_cpu(root)
+    # The window is the load's: from the generators' first calls (a generator that starts
+    # late on a busy machine does not stretch it) to their reports, before they exit.
+    started = [_read_line(g) for g in generators]
+    before = _server_cpu(root)
     window = time.perf_counter()
-    reports = [json.loads(g.communicate()[0].decode()) for g in generators]
-    cpu_after = _server_cpu(root)
+    outputs = [_read_line(g) for g in generators]
+    after = _server_cpu(root)
     window = time.perf_counter() - window
-    calls = sum(r["calls"] for r in reports)
-    seconds = max(r["seconds"] for r in reports)
-    busy = max(0.0, cpu_after - cpu_before - idle_rate * window)
-    return {
-        "calls": calls,
-        "errors": sum(r["errors"] for r in reports),
-        "callsPerSecond": calls / seconds,
-        "serverCpuSeconds": cpu_after - cpu_before,
-        "serverCpuUsPerCall": (cpu_after - cpu_before) / calls * 1e6 if calls else None,
-        "serverIdleCpuRate": idle_rate,
-        "serverBusyCpuUsPerCall": busy / calls * 1e6 if calls else None,
-    }
+    for g in generators:
+        g.communicate()
+    if any(g.returncode for g in generators) or set(started) != {STARTED}:
+        raise RuntimeError(f"a load generator failed ({kind}/{mode}): {started + outputs!r}")
+    reports = [json.loads(out) for out in outputs]
+    return summarize_sample(reports, before, after, window, idle)
+
+
+def _read_line(generator: subprocess.Popen[bytes]) -> str:
+    assert generator.stdout is not None
+    return generator.stdout.readline().decode().strip()
 
 
 def run(settings: argparse.Namespace) -> dict[str, Any]:
@@ -243,18 +207,19 @@ def run(settings: argparse.Namespace) -> dict[str, Any]:
                     agents = trio.run(_create_agents, address, tmp)
                     agents_file = tmp / "agents.json"
                     agents_file.write_text(json.dumps(agents))
-                    idle_rate = _idle_cpu_rate(process.pid)
+                    idle = _idle_cpu_rates(process.pid)
                     for kind in ENDPOINTS:
                         for mode in MODES:
                             key = f"{kind}/{mode}/{workers}"
                             result = _run_load(
-                                address, mode, kind, agents_file, settings, process.pid, idle_rate
+                                address, mode, kind, agents_file, settings, process.pid, idle
                             )
                             samples.setdefault(key, []).append(result)
                             progress(
                                 f"repeat {repeat + 1} {key}: "
                                 f"{result['callsPerSecond']:.0f} calls/s, "
-                                f"{result['serverCpuUsPerCall']:.0f} µs CPU/call"
+                                f"{result['serverBusyCpuUsPerCall'] or 0:.0f} µs server CPU/call"
+                                f" (generator {result['generatorCpuUsPerCall'] or 0:.0f})"
                             )
                 finally:
                     process.send_signal(signal.SIGTERM)
@@ -262,87 +227,13 @@ def run(settings: argparse.Namespace) -> dict[str, Any]:
                         process.wait(timeout=30)
                     except subprocess.TimeoutExpired:
                         process.kill()
-    medians: dict[str, dict[str, float]] = {}
-    for key, runs in samples.items():
-        medians[key] = {
-            "callsPerSecond": statistics.median(r["callsPerSecond"] for r in runs),
-            "serverCpuUsPerCall": statistics.median(r["serverCpuUsPerCall"] for r in runs),
-            "serverBusyCpuUsPerCall": statistics.median(r["serverBusyCpuUsPerCall"] for r in runs),
-            "errors": sum(r["errors"] for r in runs),
-        }
-    ratios: dict[str, dict[str, float]] = {}
-    for kind in ENDPOINTS:
-        for mode in MODES:
-            one = medians[f"{kind}/{mode}/{settings.workers[0]}"]
-            for workers in settings.workers:
-                m = medians[f"{kind}/{mode}/{workers}"]
-                ratios[f"{kind}/{mode}/{workers}"] = {
-                    "throughputVsOne": m["callsPerSecond"] / one["callsPerSecond"],
-                    "cpuPerCallVsOne": m["serverCpuUsPerCall"] / one["serverCpuUsPerCall"],
-                    "busyCpuPerCallVsOne": m["serverBusyCpuUsPerCall"]
-                    / one["serverBusyCpuUsPerCall"],
-                }
-        for workers in settings.workers:
-            hop = medians[f"{kind}/hop/{workers}"]
-            direct = medians[f"{kind}/direct/{workers}"]
-            ratios[f"{kind}/hopVsDirect/{workers}"] = {
-                "throughput": hop["callsPerSecond"] / direct["callsPerSecond"],
-                "cpuPerCall": hop["serverCpuUsPerCall"] / direct["serverCpuUsPerCall"],
-                "busyCpuPerCall": hop["serverBusyCpuUsPerCall"] / direct["serverBusyCpuUsPerCall"],
-            }
-    return {
-        "benchmark": "scaling",
-        "machine": machine_info(),
-        "settings": {
-            "workers": settings.workers,
-            "duration": settings.duration,
-            "repeats": settings.repeats,
-            "inFlight": settings.in_flight,
-            "generators": settings.generators,
-            "agents": AGENTS,
-            "durability": "flush",
-        },
-        "samples": samples,
-        "medians": medians,
-        "ratios": ratios,
-    }
-
-
-def plot(report: dict[str, Any], path: Path) -> None:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(12, 4.8), layout="constrained")
-    FigureCanvasAgg(figure)
-    left, right = figure.subplots(1, 2)
-    workers = report["settings"]["workers"]
-    for kind in ENDPOINTS:
-        for mode in MODES:
-            rows = [report["medians"][f"{kind}/{mode}/{w}"] for w in workers]
-            style = "-o" if mode == "direct" else "--s"
-            left.plot(workers, [r["callsPerSecond"] for r in rows], style, label=f"{kind} {mode}")
-            right.plot(
-                workers, [r["serverBusyCpuUsPerCall"] for r in rows], style, label=f"{kind} {mode}"
-            )
-    left.set(xlabel="workers", ylabel="calls/s (median)", title="Throughput", xticks=workers)
-    right.set(
-        xlabel="workers",
-        ylabel="server CPU µs per call, idle subtracted (median)",
-        title="Server CPU per call",
-        xticks=workers,
-    )
-    for axis in (left, right):
-        axis.grid(alpha=0.3)
-        axis.legend()
-    figure.suptitle(f"agent-actors scale-out ({os.cpu_count()} cores)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=100)
+    return build_report(settings, samples)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--generate"]:
-        return _generator_main(argv[1:])
+        return generator_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m bench.scaling", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="1 repeat of 2 s (a smoke run)")
     parser.add_argument("--workers", default="1,2,4", help="worker counts (default 1,2,4)")
@@ -350,6 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats")
     parser.add_argument("--in-flight", type=int, default=64, help="calls outstanding per generator")
     parser.add_argument("--generators", type=int, default=1, help="load generator processes")
+    parser.add_argument(
+        "--generator",
+        choices=GENERATORS,
+        default="raw",
+        help="raw: pyzmq+msgpack (default, cheap); client: the product's Python client",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     settings = parser.parse_args(argv)
     settings.workers = [int(w) for w in settings.workers.split(",")]
@@ -359,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     write_json(settings.out, report)
     plot(report, settings.out.with_suffix(".png"))
     for key, row in report["ratios"].items():
-        print(key, {k: round(v, 3) for k, v in row.items()})
+        print(key, {k: None if v is None else round(v, 3) for k, v in row.items()})
+    print(format_table(target_rows(report["targets"])))
     print(f"wrote {settings.out} and {settings.out.with_suffix('.png')}")
     return 0
 

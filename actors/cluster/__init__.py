@@ -1,9 +1,11 @@
-"""Scale-out on one host: a supervisor, worker processes, sharded agents.
+"""Scale-out: a supervisor, worker processes and sharded agents, on one host or several.
 
-See ``docs/scale-out.md``. The `Coordinator` interface (claim, release, watch, leases,
-fencing epochs) is what the multi-host issue backs with etcd.
+See ``docs/scale-out.md`` (one host) and ``docs/cluster.md`` (several hosts on etcd, storage
+modes). The `Coordinator` interface (claim, release, watch, leases, fencing epochs, storage
+bindings) has an in-process, a wire and an etcd implementation.
 """
 
+from actors.cluster._coordinator import Binding as Binding
 from actors.cluster._coordinator import Claim as Claim
 from actors.cluster._coordinator import ClusterView as ClusterView
 from actors.cluster._coordinator import Coordinator as Coordinator
@@ -17,11 +19,14 @@ from actors.cluster._coordinator_wire import RemoteCoordinator as RemoteCoordina
 from actors.cluster._coordinator_wire import coordinator_endpoints as coordinator_endpoints
 from actors.cluster._shards import DEFAULT_SHARDS as DEFAULT_SHARDS
 from actors.cluster._shards import desired_shards as desired_shards
+from actors.cluster._shards import eligible_workers as eligible_workers
+from actors.cluster._shards import placement_owner as placement_owner
 from actors.cluster._shards import rendezvous_owner as rendezvous_owner
 from actors.cluster._shards import shard_of as shard_of
 
 __all__ = [
     "DEFAULT_SHARDS",
+    "Binding",
     "Claim",
     "ClusterView",
     "Coordinator",
@@ -34,6 +39,8 @@ __all__ = [
     "RemoteCoordinator",
     "coordinator_endpoints",
     "desired_shards",
+    "eligible_workers",
+    "placement_owner",
     "rendezvous_owner",
     "shard_of",
 ]

@@ -12,6 +12,7 @@ import attrs
 import trio
 
 from actors._config import ConfigError, load_config
+from actors.cluster._storage import PLACEMENT, STORAGE_MODES, Placement
 from actors.cluster._supervisor import WORKER_READY
 from actors.cluster._worker import run_worker
 
@@ -30,7 +31,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     worker.add_argument("--sessions", type=Path, help="an existing DSH sessions directory")
     worker.add_argument("--writable", action="store_true", help="allow writes to --sessions")
     worker.add_argument("--durability", choices=("fsync", "flush", "write-behind"))
+    worker.add_argument("--host-id", help="this host's name in the cluster (etcd only)")
+    worker.add_argument("--storage-mode", choices=STORAGE_MODES, default="local")
+    worker.add_argument("--storage-id", help="the storage this worker sees (etcd only)")
     args = parser.parse_args(argv)
+    try:
+        placement = Placement.build(
+            data_dir=args.data,
+            host_id=args.host_id,
+            storage_mode=args.storage_mode,
+            storage_id=args.storage_id,
+        )
+    except ValueError as exc:
+        print(f"agent-actors worker: {exc}", file=sys.stderr)
+        return 2
+    # Read by the worker's etcd coordinator (trio.run's tasks inherit this context).
+    PLACEMENT.set(placement)
     try:
         config = load_config(args.config)
     except ConfigError as exc:

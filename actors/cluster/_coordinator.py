@@ -30,6 +30,7 @@ from typing import Protocol
 import attrs
 
 __all__ = [
+    "Binding",
     "Claim",
     "ClusterView",
     "Coordinator",
@@ -61,6 +62,9 @@ class Member:
     worker_id: str
     #: Private wire endpoint the worker serves on (``ipc://…`` or ``tcp://…``).
     endpoint: str
+    #: Which storage the worker sees (``<host-id>:<data dir>``, or a shared mount's name);
+    #: empty where the coordinator does not track storage (one host).
+    storage_id: str = ""
 
 
 @attrs.frozen(kw_only=True)
@@ -89,6 +93,18 @@ class Claim:
 
 
 @attrs.frozen(kw_only=True)
+class Binding:
+    """A shard's sessions live on one storage: only workers that see it may own the shard.
+
+    Recorded at a shard's first claim and kept without a lease (etcd
+    ``bindings/<s>``), so it outlives every worker; only ``cluster evict-host`` removes it.
+    """
+
+    shard: int
+    storage_id: str
+
+
+@attrs.frozen(kw_only=True)
 class ClusterView:
     """The members and the claims at one revision."""
 
@@ -98,6 +114,8 @@ class ClusterView:
     members: tuple[Member, ...] = ()
     #: Live claims, sorted by shard.
     claims: tuple[Claim, ...] = ()
+    #: Storage bindings, sorted by shard (none on one host: every shard is unbound).
+    bindings: tuple[Binding, ...] = ()
 
     def owner(self, shard: int) -> Claim | None:
         """The claim on ``shard``, or None when it is free."""
@@ -115,6 +133,13 @@ class ClusterView:
 
     def worker_ids(self) -> list[str]:
         return [member.worker_id for member in self.members]
+
+    def binding(self, shard: int) -> str | None:
+        """The storage ``shard`` is bound to, or None when it is unbound."""
+        for binding in self.bindings:
+            if binding.shard == shard:
+                return binding.storage_id
+        return None
 
 
 class Coordinator(Protocol):

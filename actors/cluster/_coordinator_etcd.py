@@ -8,6 +8,11 @@ Keys under ``/agent-actors/<cluster>/`` (values are JSON):
   the worker's lease.
 - ``shards/<s>`` → ``{workerId, endpoint, storageId}``, attached to the owner's lease. The
   fencing **epoch is the key's create_revision**.
+- ``bindings/<s>`` → ``{storageId, host, boundAt}``, no lease: the storage a shard's sessions
+  live on, written by its first claim. A claim succeeds only if the binding is absent (and is
+  then written in the same transaction) or names the claimer's storage, so a shard never
+  moves to a worker that cannot see its sessions (``_storage.py``). Only ``cluster
+  evict-host`` deletes bindings.
 
 Each operation is one etcd request, so every rule of ``actors/cluster/_coordinator.py`` is
 etcd's own guarantee: a claim is the transaction "create ``shards/<s>`` if absent, and only if
@@ -26,10 +31,12 @@ import math
 import socket
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from typing import Any
 
 import trio
 
 from actors.cluster._coordinator import (
+    Binding,
     Claim,
     ClusterView,
     CoordinatorError,
@@ -44,6 +51,7 @@ from actors.cluster._etcd_http import (
     EtcdError,
     EtcdUnavailableError,
     KeyValue,
+    b64,
     compare_create,
     compare_lease,
     open_etcd_client,
@@ -93,6 +101,15 @@ def split_etcd_url(url: str) -> tuple[list[str], str]:
     raise ValueError(f"not an etcd URL (want etcd://host:port[,host:port…][/cluster]): {url!r}")
 
 
+def compare_mod(key: bytes, revision: int) -> dict[str, Any]:
+    """Compare: ``key``'s mod_revision equals ``revision`` (unchanged since it was read)."""
+    return {"key": b64(key), "target": "MOD", "result": "EQUAL", "mod_revision": revision}
+
+
+def _kvs(response: dict[str, Any]) -> list[KeyValue]:
+    return [KeyValue.from_json(kv) for kv in response["response_range"].get("kvs", [])]
+
+
 def parse_etcd_url(url: str) -> list[str]:
     """The members' gateway base URLs of an ``etcd://`` URL (see `split_etcd_url`)."""
     return split_etcd_url(url)[0]
@@ -112,6 +129,7 @@ class EtcdCoordinator:
         shard_count: int,
         host: str,
         storage_id: str,
+        storage_mode: str = "local",
     ) -> None:
         if shard_count < 1:
             raise ValueError(f"shard_count must be positive, got {shard_count}")
@@ -121,6 +139,10 @@ class EtcdCoordinator:
         self._shard_count = shard_count
         self._host = host
         self._storage_id = storage_id
+        self._storage_mode = storage_mode
+        #: shard -> (storage id, mod_revision) of its binding as last seen: the claim
+        #: transaction's guess, checked by etcd (a wrong guess costs one more round trip).
+        self._bindings: dict[int, tuple[str, int]] = {}
         self.prefix = f"/agent-actors/{cluster}/".encode()
         #: lease id -> endpoint of the member that joined under it here (saves a read per claim)
         self._endpoints: dict[int, str] = {}
@@ -140,6 +162,9 @@ class EtcdCoordinator:
 
     def _shard_key(self, shard: int) -> bytes:
         return self.prefix + b"shards/" + str(shard).encode()
+
+    def _binding_key(self, shard: int) -> bytes:
+        return self.prefix + b"bindings/" + str(shard).encode()
 
     async def check_config(self) -> None:
         """Record the shard count on first use; refuse a cluster created with another one.
@@ -174,6 +199,7 @@ class EtcdCoordinator:
                 "endpoint": member.endpoint,
                 "host": self._host,
                 "storageId": self._storage_id,
+                "storageMode": self._storage_mode,
                 "startedAt": time.time(),
                 "version": PROTOCOL_VERSION,
             }
@@ -221,30 +247,62 @@ class EtcdCoordinator:
             {"workerId": lease.worker_id, "endpoint": endpoint, "storageId": self._storage_id}
         ).encode()
         key = self._shard_key(shard)
-        try:
-            ok, revision, responses = await self._etcd.txn(
-                # The member check makes the claim fail as a whole once the lease is gone.
-                [compare_create(key, 0), compare_lease(member_key, lease.lease_id)],
-                [request_put(key, value, lease=lease.lease_id)],
-                [request_range(member_key)],
-            )
-        except EtcdError as exc:
-            if exc.code == NOT_FOUND:
-                raise self._expired(lease) from None
-            raise
-        if ok:
-            self._written = max(self._written, revision)
-            return Claim(
-                shard=shard,
-                worker_id=lease.worker_id,
-                endpoint=endpoint,
-                epoch=revision,
-                lease_id=lease.lease_id,
-            )
-        kvs = responses[0]["response_range"].get("kvs", [])
-        if not kvs or KeyValue.from_json(kvs[0]).lease != lease.lease_id:
-            raise self._expired(lease)
+        binding_key = self._binding_key(shard)
+        binding_value = json.dumps(
+            {"storageId": self._storage_id, "host": self._host, "boundAt": time.time()}
+        ).encode()
+        # At most three rounds: a wrong guess about the binding is corrected from the failure
+        # branch's read, and a binding that keeps changing under us is given up on (None).
+        for _ in range(3):
+            known = self._bindings.get(shard)
+            # The member check makes the claim fail as a whole once the lease is gone.
+            compares = [compare_create(key, 0), compare_lease(member_key, lease.lease_id)]
+            success = [request_put(key, value, lease=lease.lease_id)]
+            if known is None:
+                compares.append(compare_create(binding_key, 0))
+                success.append(request_put(binding_key, binding_value))
+            elif known[0] == self._storage_id:
+                compares.append(compare_mod(binding_key, known[1]))
+            else:
+                return None  # bound to a storage this worker does not see
+            try:
+                ok, revision, responses = await self._etcd.txn(
+                    compares,
+                    success,
+                    [request_range(member_key), request_range(key), request_range(binding_key)],
+                )
+            except EtcdError as exc:
+                if exc.code == NOT_FOUND:
+                    raise self._expired(lease) from None
+                raise
+            if ok:
+                self._written = max(self._written, revision)
+                if known is None:
+                    self._bindings[shard] = (self._storage_id, revision)
+                return Claim(
+                    shard=shard,
+                    worker_id=lease.worker_id,
+                    endpoint=endpoint,
+                    epoch=revision,
+                    lease_id=lease.lease_id,
+                )
+            member, held, bound = (_kvs(r) for r in responses)
+            if not member or member[0].lease != lease.lease_id:
+                raise self._expired(lease)
+            if held:
+                return None
+            self._remember_binding(shard, bound[0] if bound else None)
         return None
+
+    def _remember_binding(self, shard: int, kv: KeyValue | None) -> None:
+        if kv is None:
+            self._bindings.pop(shard, None)
+            return
+        try:
+            self._bindings[shard] = (str(json.loads(kv.value)["storageId"]), kv.mod_revision)
+        except (ValueError, KeyError, TypeError):
+            # Unreadable: guess "mine at this revision"; etcd's compare settles it.
+            self._bindings[shard] = ("", kv.mod_revision)
 
     async def _endpoint_of(self, member_key: bytes, lease: Lease) -> str:
         _, kvs = await self._etcd.range(member_key)
@@ -311,6 +369,7 @@ class EtcdCoordinator:
     def _view_of(self, revision: int, state: dict[bytes, KeyValue]) -> ClusterView:
         members: list[Member] = []
         claims: list[Claim] = []
+        bindings: list[Binding] = []
         leases: dict[str, int] = {}
         for key, kv in state.items():
             name = key[len(self.prefix) :].decode(errors="replace")
@@ -318,7 +377,13 @@ class EtcdCoordinator:
                 document = json.loads(kv.value)
                 if name.startswith("members/"):
                     worker_id = name[len("members/") :]
-                    members.append(Member(worker_id=worker_id, endpoint=document["endpoint"]))
+                    members.append(
+                        Member(
+                            worker_id=worker_id,
+                            endpoint=document["endpoint"],
+                            storage_id=str(document.get("storageId", "")),
+                        )
+                    )
                     leases[worker_id] = kv.lease
                 elif name.startswith("shards/"):
                     claims.append(
@@ -330,17 +395,27 @@ class EtcdCoordinator:
                             lease_id=kv.lease,
                         )
                     )
+                elif name.startswith("bindings/"):
+                    shard = int(name[len("bindings/") :])
+                    bindings.append(Binding(shard=shard, storage_id=document["storageId"]))
+                    self._bindings[shard] = (document["storageId"], kv.mod_revision)
             except (ValueError, KeyError, TypeError) as exc:
                 log.warning("ignoring malformed etcd key %r: %r", key, exc)
         members.sort(key=lambda m: m.worker_id)
         claims.sort(key=lambda c: c.shard)
         claims = [c for c in claims if 0 <= c.shard < self._shard_count]
+        bindings = sorted(
+            (b for b in bindings if 0 <= b.shard < self._shard_count), key=lambda b: b.shard
+        )
+        for shard in set(self._bindings) - {b.shard for b in bindings}:
+            del self._bindings[shard]  # evicted
         self.member_leases = leases
         return ClusterView(
             revision=revision,
             shard_count=self._shard_count,
             members=tuple(members),
             claims=tuple(claims),
+            bindings=tuple(bindings),
         )
 
 
@@ -352,6 +427,7 @@ async def open_etcd_coordinator(
     shard_count: int,
     host: str | None = None,
     storage_id: str = "",
+    storage_mode: str = "local",
 ) -> AsyncIterator[EtcdCoordinator]:
     """An `EtcdCoordinator` for ``cluster``, its shard count checked against etcd.
 
@@ -361,7 +437,9 @@ async def open_etcd_coordinator(
         cluster: Cluster name; keys live under ``/agent-actors/<cluster>/``.
         shard_count: S; must match what the cluster was created with.
         host: This host's name in ``members/<id>`` (default: the hostname).
-        storage_id: Which storage this process sees (written into members and claims).
+        storage_id: Which storage this process sees (written into members, claims and the
+            bindings its first claims record).
+        storage_mode: ``local`` or ``shared`` (advertised in ``members/<id>``).
 
     Raises:
         CoordinatorError: etcd is unreachable or the cluster has another shard count.
@@ -374,6 +452,7 @@ async def open_etcd_coordinator(
             shard_count=shard_count,
             host=host if host is not None else socket.gethostname(),
             storage_id=storage_id,
+            storage_mode=storage_mode,
         )
         await coordinator.check_config()
         yield coordinator

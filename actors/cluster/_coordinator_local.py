@@ -31,13 +31,19 @@ class InProcessCoordinator:
 
     Args:
         shard_count: Number of shards (S).
+        first_revision: The revision before the first change. Epochs are fencing tokens that
+            session logs remember (``fence/epoch-open`` records), so a coordinator that is
+            restarted must start above every epoch it handed out before: see
+            :func:`revision_floor`.
     """
 
-    def __init__(self, shard_count: int) -> None:
+    def __init__(self, shard_count: int, *, first_revision: int = 0) -> None:
         if shard_count < 1:
             raise ValueError(f"shard_count must be positive, got {shard_count}")
+        if first_revision < 0:
+            raise ValueError(f"first_revision must not be negative, got {first_revision}")
         self._shard_count = shard_count
-        self._revision = 0
+        self._revision = first_revision
         self._next_lease = 1
         #: lease id -> (lease, member, expiry on the trio clock)
         self._leases: dict[int, tuple[Lease, Member, float]] = {}

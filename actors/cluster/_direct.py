@@ -70,13 +70,32 @@ class ClusterClient:
 
     async def call(self, endpoint: str, args: dict[str, Any] | None = None) -> Any:
         """Call ``endpoint`` on the owner of its agent (or on the supervisor)."""
+        return (await self.call_traced(endpoint, args))[0]
+
+    async def call_traced(
+        self, endpoint: str, args: dict[str, Any] | None = None
+    ) -> tuple[Any, Claim | None]:
+        """Like `call`, also returning who answered: the claim of the owning worker as this
+        client's shard map names it (worker id, endpoint, epoch), or None for the supervisor.
+
+        The epoch is the map's: a worker that lost the shard and claimed it again since the
+        map was fetched answers under a newer epoch than the one returned.
+        """
         args = dict(args or {})
         agent_id = routing_key(args)
         if agent_id is None:
-            return await self.supervisor.call(endpoint, args)
-        return await call_owner(
-            self._pool, lambda: self.view, self._wait_change, endpoint, args, agent_id
+            return await self.supervisor.call(endpoint, args), None
+        answered: list[Claim] = []
+        value = await call_owner(
+            self._pool,
+            lambda: self.view,
+            self._wait_change,
+            endpoint,
+            args,
+            agent_id,
+            answered=answered.append,
         )
+        return value, answered[-1]
 
 
 @asynccontextmanager

@@ -26,6 +26,7 @@ from actors.cluster._coordinator_etcd import (
 )
 from actors.cluster._coordinator_local import InProcessCoordinator
 from actors.cluster._coordinator_wire import RemoteCoordinator
+from actors.cluster._storage import PLACEMENT, Placement
 from wire import open_client
 
 __all__ = [
@@ -34,6 +35,8 @@ __all__ = [
     "open_etcd_mirror",
     "open_supervisor_view",
     "open_worker_coordinator",
+    "storage_id",
+    "worker_placement",
 ]
 
 log = logging.getLogger("actors.cluster")
@@ -45,8 +48,14 @@ def is_etcd_url(url: str) -> bool:
 
 
 def storage_id(data_dir: Path) -> str:
-    """Which storage a process sees: its host and the resolved data directory."""
+    """Which storage a process sees by default: its host and the resolved data directory."""
     return f"{socket.gethostname()}:{data_dir.resolve()}"
+
+
+def worker_placement(data_dir: Path) -> Placement:
+    """This worker's placement: the one its command line set (`PLACEMENT`), else local mode
+    on this host's data directory."""
+    return PLACEMENT.get() or Placement.build(data_dir=data_dir)
 
 
 @contextlib.asynccontextmanager
@@ -60,8 +69,14 @@ async def open_worker_coordinator(
     """
     if is_etcd_url(control):
         urls, cluster = split_etcd_url(control)
+        placement = worker_placement(data_dir)
         async with open_etcd_coordinator(
-            urls, cluster=cluster, shard_count=shard_count, storage_id=storage_id(data_dir)
+            urls,
+            cluster=cluster,
+            shard_count=shard_count,
+            host=placement.host_id,
+            storage_id=placement.storage_id,
+            storage_mode=placement.storage_mode,
         ) as coordinator:
             yield coordinator
     else:

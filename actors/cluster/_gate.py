@@ -4,6 +4,11 @@ Every call for an agent passes the gate (wire calls through `gated_registry`, ac
 calls through the worker's router): a shard the worker does not own, or is handing over,
 answers ``moved``; an owned shard counts the call until it ends, so a handover can wait until
 the shard is drained before its sessions are closed and its claim released.
+
+The gate also holds the worker's lease clock (`LeaseClock`, set by the keeper). Once the lease
+may have expired (past its deadline minus the margin) the worker is *fenced*: reads of the
+shards it held are still served, but calls that change a session answer ``unavailable``, and
+`ShardGate.may_ack` refuses the ack of an append already under way (self-fencing).
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ import attrs
 import trio
 
 from actors.cluster._coordinator import Claim, ClusterView
+from actors.cluster._fencing import LeaseClock
 from actors.cluster._shards import shard_of
 from wire import CallContext, Endpoint, Registry
-from wire._errors import MovedError
+from wire._errors import MovedError, UnavailableError
 
 __all__ = ["ClusterRegistry", "ShardGate", "gated_registry", "shard_map"]
 
@@ -66,18 +72,28 @@ class ShardGate:
         self._in_flight = [0] * shard_count
         self._drained: dict[int, trio.Event] = {}
         self._changed = trio.Event()
+        #: The lease as the keeper last recorded it (None: no lease yet, or given up).
+        self.lease: LeaseClock | None = None
+        self._fenced = False
 
     # -- calls ------------------------------------------------------------------------------
 
-    def enter(self, agent_id: str) -> int:
+    def enter(self, agent_id: str, *, mutates: bool = False) -> int:
         """Admit a call for ``agent_id``; return its shard (pass it to :meth:`leave`).
+
+        Args:
+            agent_id: The agent the call is for.
+            mutates: Whether the call changes the session (refused while fenced).
 
         Raises:
             MovedError: the shard is not owned here, or is being handed over.
+            UnavailableError: the call changes the session and the worker is fenced.
         """
         shard = shard_of(agent_id, self.shard_count)
         if shard not in self._owned or shard in self._draining:
             raise self.moved(agent_id, shard)
+        if mutates and self._fenced:
+            raise self.fenced_error(agent_id, shard)
         self._in_flight[shard] += 1
         return shard
 
@@ -89,6 +105,58 @@ class ShardGate:
     def owns(self, agent_id: str) -> bool:
         shard = shard_of(agent_id, self.shard_count)
         return shard in self._owned and shard not in self._draining
+
+    def epoch_for(self, agent_id: str) -> int | None:
+        """The fencing epoch of the claim on ``agent_id``'s shard, None when not owned here.
+
+        A shard being handed over still answers its epoch: its calls in flight write under it.
+        """
+        claim = self._owned.get(shard_of(agent_id, self.shard_count))
+        return claim.epoch if claim is not None else None
+
+    # -- self-fencing -----------------------------------------------------------------------
+
+    @property
+    def fenced(self) -> bool:
+        """Whether the worker fenced itself (writes refused, reads still served)."""
+        return self._fenced
+
+    def fence(self) -> None:
+        """Stop every write: the lease may have expired, so another worker may own our shards."""
+        if not self._fenced:
+            self._fenced = True
+            self._notify()
+
+    def set_lease(self, lease: LeaseClock | None) -> None:
+        """Record the keeper's lease clock (None: the lease is given up)."""
+        self.lease = lease
+
+    def unfence(self) -> None:
+        """Writes are allowed again (a new lease was granted and nothing is owned yet)."""
+        self._fenced = False
+        self._notify()
+
+    def may_ack(self, agent_id: str, now: float) -> bool:
+        """Whether an append to ``agent_id`` may be acknowledged at ``now``: the shard is
+        still owned here, the worker is not fenced, and the lease is safely before its deadline
+        minus the margin (past it the worker fences itself: this call returns False from then
+        on)."""
+        shard = shard_of(agent_id, self.shard_count)
+        if self._fenced or shard not in self._owned:
+            return False
+        if self.lease is None or not self.lease.may_ack(now):
+            self.fence()
+            return False
+        return True
+
+    def fenced_error(self, agent_id: str, shard: int) -> UnavailableError:
+        """The ``unavailable`` answer to a write the fence refuses."""
+        return UnavailableError(
+            f"agent {agent_id!r} (shard {shard}): worker {self.worker_id!r} cannot confirm its "
+            "cluster lease (the coordinator is unreachable or the lease expired); writes are "
+            "refused until it rejoins",
+            details={"agentId": agent_id, "shard": shard, "reason": "lease"},
+        )
 
     def moved(self, agent_id: str, shard: int) -> MovedError:
         owner = self.view.owner(shard) if self.view is not None else None
@@ -141,13 +209,24 @@ class ShardGate:
 
     def observe(self, view: ClusterView) -> list[int]:
         """Adopt ``view``; return the shards we thought we owned that it says we lost (the
-        lease expired): they are dropped at once, so nothing more is admitted for them."""
+        lease expired): they are dropped at once, so nothing more is admitted for them.
+
+        A view older than one already seen is ignored, and a claim is never judged by a view
+        whose revision is below its epoch: such a view predates the claim (a lagging watch),
+        so the claim's absence from it means nothing. A shard being handed over whose claim is
+        gone is forgotten but not reported: our own release got there first.
+        """
+        if self.view is not None and view.revision < self.view.revision:
+            return []
         self.view = view
         lost = []
         for shard, claim in list(self._owned.items()):
+            if view.revision < claim.epoch:
+                continue
             current = view.owner(shard)
             if current is None or current.epoch != claim.epoch:
-                lost.append(shard)
+                if shard not in self._draining:
+                    lost.append(shard)
                 self.forget(shard)
         self._notify()
         return lost
@@ -164,7 +243,7 @@ class ShardGate:
 
 @attrs.frozen
 class _Refused:
-    error: MovedError
+    error: MovedError | UnavailableError
 
 
 @attrs.frozen
@@ -199,10 +278,12 @@ def _gated(endpoint: Endpoint, lookup: str, gate: ShardGate) -> Endpoint:
     inner_handler = endpoint.handler
     inner_inline = endpoint.run_inline
 
+    mutates = endpoint.spec.mutates
+
     def on_arrival(args: dict[str, Any]) -> Any:
         try:
-            shard = gate.enter(args[lookup])
-        except MovedError as exc:
+            shard = gate.enter(args[lookup], mutates=mutates)
+        except (MovedError, UnavailableError) as exc:
             return _Refused(exc)
         return _Admitted(shard, inner_arrival(args) if inner_arrival is not None else None)
 
@@ -211,7 +292,7 @@ def _gated(endpoint: Endpoint, lookup: str, gate: ShardGate) -> Endpoint:
         if isinstance(reservation, _Refused):
             raise reservation.error
         if not isinstance(reservation, _Admitted):  # a call that skipped on_arrival
-            reservation = _Admitted(gate.enter(args[lookup]), None)
+            reservation = _Admitted(gate.enter(args[lookup], mutates=mutates), None)
         try:
             return await inner_handler(_InnerContext(context, reservation.inner), args)
         finally:
@@ -219,7 +300,7 @@ def _gated(endpoint: Endpoint, lookup: str, gate: ShardGate) -> Endpoint:
 
     def run_inline(context: CallContext, args: dict[str, Any]) -> Any:
         assert inner_inline is not None
-        shard = gate.enter(args[lookup])
+        shard = gate.enter(args[lookup], mutates=mutates)
         try:
             return inner_inline(context, args)
         finally:

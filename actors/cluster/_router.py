@@ -3,8 +3,10 @@
 `call_owner` is the one routing loop: find the owner in the current view, call it through the
 client pool, and on ``moved`` (the worker has not adopted its claim yet, or is handing the
 shard over) wait for the next view and try again. Only answers that prove the call did not run
-are retried (``moved``, or a worker that could not be reached before sending); a call that was
-sent and then lost (``peer-lost``, ``unavailable``) fails to the caller, because it may have
+are retried (``moved``, a worker that could not be reached, one whose client is lost or
+closed, so that nothing would be sent, or one that shut down with the call still queued); a
+call that was sent and then lost (``peer-lost``, ``unavailable``, or cancelled by the owner's
+shutdown while running, answered as ``unavailable``) fails to the caller, because it may have
 taken effect.
 
 `forwarding_registry` is the supervisor's public face: every endpoint a worker serves, each
@@ -25,7 +27,8 @@ from actors.cluster._coordinator import Claim, ClusterView
 from actors.cluster._gate import ClusterRegistry, shard_map
 from actors.cluster._pool import ClientPool
 from actors.cluster._shards import shard_of
-from wire import CallContext, Endpoint, UnavailableError
+from actors.cluster._storage import stranded
+from wire import CallCancelledError, CallContext, CancelReason, Endpoint, UnavailableError
 from wire._errors import MovedError
 from wire._proxy import specs_from_describe
 
@@ -37,6 +40,9 @@ ROUTING_KEYS = ("agentId", "sessionId")
 
 #: Longest a call waits for its shard to get an owner (a worker restarting, a handover).
 MAX_OWNER_WAIT = 10.0
+
+#: Client states in which a call fails before it is sent (``wire.ClientStatistics.state``).
+_CANNOT_SEND = frozenset({"lost", "closed"})
 
 
 def routing_key(args: Mapping[str, Any]) -> str | None:
@@ -57,6 +63,7 @@ async def call_owner(
     *,
     result: Any = Any,
     max_wait: float = MAX_OWNER_WAIT,
+    answered: Callable[[Claim], None] | None = None,
 ) -> Any:
     """Call ``endpoint`` on the owner of ``agent_id``'s shard.
 
@@ -64,6 +71,7 @@ async def call_owner(
         pool: Clients by endpoint.
         view: The latest cluster view.
         wait_change: Waits (at most the given seconds) for the view to change.
+        answered: Told the claim (from ``view``) of the worker whose result is returned.
 
     Raises:
         UnavailableError: no owner within ``max_wait`` seconds.
@@ -75,16 +83,49 @@ async def call_owner(
         claim: Claim | None = None
         if current is not None and current.shard_count:
             claim = current.owner(shard_of(agent_id, current.shard_count))
+        elif current is not None and current.shard_count:
+            lost = shard_of(agent_id, current.shard_count)
+            if stranded(current, lost):
+                # Bound to a storage no live worker sees: no owner can come until its host
+                # returns or is evicted, so waiting out max_wait would only delay the answer.
+                raise UnavailableError(
+                    f"shard {lost} of agent {agent_id!r} is bound to storage "
+                    f"{current.binding(lost)!r}, which no live worker sees",
+                    details={"agentId": agent_id, "shard": lost},
+                )
         if claim is not None:
             try:
                 client = await pool.get(claim.endpoint)
             except UnavailableError:
                 client = None  # not sent: safe to try again once the view moves
+            if client is not None and client.statistics().state in _CANNOT_SEND:
+                # The owner said bye (draining) or went silent, and our view still names it: a
+                # call now would fail before it is sent (peer-lost), so it is as safe to retry
+                # as a refused connection. The claim goes when the owner releases it or its
+                # lease ends, and the view then names the next owner.
+                client = None
             if client is not None:
                 try:
-                    return await client.call(endpoint, args, result=result)
+                    value = await client.call(endpoint, args, result=result)
                 except MovedError:
                     pass  # not executed; the owner's view and ours differ for a moment
+                except CallCancelledError as exc:
+                    if exc.reason is not CancelReason.SHUTDOWN:
+                        raise
+                    if exc.state != "queued":
+                        # Our caller did not cancel: the owner shut down mid-call, so the
+                        # call may have taken effect, and `cancelled` would misstate who
+                        # stopped it.
+                        raise UnavailableError(
+                            f"worker {claim.worker_id!r} shut down while running "
+                            f"{endpoint} for agent {agent_id!r}; it may have taken effect",
+                            details={"agentId": agent_id, "worker": claim.worker_id},
+                        ) from exc
+                    # Still queued when the owner shut down: it never ran, so try the next owner.
+                else:
+                    if answered is not None:
+                        answered(claim)
+                    return value
         remaining = give_up - trio.current_time()
         if remaining <= 0:
             shard = shard_of(agent_id, current.shard_count) if current else None

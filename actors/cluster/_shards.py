@@ -11,7 +11,16 @@ import functools
 import hashlib
 from collections.abc import Iterable
 
-__all__ = ["DEFAULT_SHARDS", "desired_shards", "rendezvous_owner", "shard_of"]
+from actors.cluster._coordinator import ClusterView
+
+__all__ = [
+    "DEFAULT_SHARDS",
+    "desired_shards",
+    "eligible_workers",
+    "placement_owner",
+    "rendezvous_owner",
+    "shard_of",
+]
 
 #: Shards per cluster unless configured: enough that 4 workers get about 16 each, few enough
 #: that a rebalance is 64 claims at most.
@@ -43,7 +52,43 @@ def rendezvous_owner(shard: int, workers: Iterable[str]) -> str | None:
     return None if best is None else best[1]
 
 
-def desired_shards(worker: str, workers: Iterable[str], shard_count: int) -> set[int]:
-    """The shards ``worker`` should own when ``workers`` are the live members."""
+def eligible_workers(view: ClusterView, shard: int, *, also: str | None = None) -> list[str]:
+    """The live workers that may own ``shard``: those that see the storage it is bound to,
+    or all of them when it is unbound (``docs/cluster.md``, storage modes). ``also`` adds a
+    worker the view does not list yet (it may take unbound shards only)."""
+    bound = view.binding(shard)
+    workers = [m.worker_id for m in view.members if bound is None or m.storage_id == bound]
+    if also is not None and bound is None and also not in workers:
+        workers.append(also)
+    return workers
+
+
+def placement_owner(view: ClusterView, shard: int) -> str | None:
+    """The worker that should own ``shard`` in ``view`` (rendezvous over its eligible
+    workers), or None when no live worker may own it."""
+    return rendezvous_owner(shard, eligible_workers(view, shard))
+
+
+def desired_shards(
+    worker: str, workers: Iterable[str] | ClusterView, shard_count: int | None = None
+) -> set[int]:
+    """The shards ``worker`` should own.
+
+    Args:
+        worker: The worker asking.
+        workers: The live members' ids (every shard open to all of them), or a cluster view,
+            whose storage bindings restrict each bound shard to the workers that see its
+            storage.
+        shard_count: S; taken from the view when ``workers`` is one.
+    """
+    if isinstance(workers, ClusterView):
+        view = workers
+        return {
+            s
+            for s in range(view.shard_count)
+            if rendezvous_owner(s, eligible_workers(view, s, also=worker)) == worker
+        }
+    if shard_count is None:
+        raise TypeError("desired_shards needs shard_count with a list of workers")
     members = sorted(set(workers) | {worker})
     return {s for s in range(shard_count) if rendezvous_owner(s, members) == worker}

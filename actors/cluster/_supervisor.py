@@ -8,6 +8,11 @@ its shards fail over at once, and its client is closed, so calls in flight on it
 ``unavailable`` at once); and forwards public calls to the owners. On SIGINT or SIGTERM it
 drains: the public server cancels calls in flight (each gets its one terminal frame, reason
 ``shutdown``), then every worker gets SIGTERM and drains itself, then the supervisor exits 0.
+
+With ``--coordinator etcd://…`` several supervisors (one per host) form one cluster: worker
+ids are ``<host-id>-w1…``, each supervisor waits only for its own workers at start, and every
+supervisor routes by the cluster-wide shard map (owners on other hosts included). A call for a
+shard bound to a storage that no live worker sees answers ``unavailable`` at once.
 """
 
 from __future__ import annotations
@@ -27,11 +32,13 @@ import trio
 
 from actors.cluster._coordinator_local import InProcessCoordinator
 from actors.cluster._coordinator_wire import coordinator_endpoints
+from actors.cluster._epoch_floor import revision_floor
 from actors.cluster._etcd_cluster import EtcdMirror, open_supervisor_view
 from actors.cluster._pool import ClientPool
-from actors.cluster._router import forwarding_registry
-from actors.cluster._shards import DEFAULT_SHARDS, rendezvous_owner
-from wire import Registry, Server, ServerLimits
+from actors.cluster._router import forwarding_registry, routing_key
+from actors.cluster._shards import DEFAULT_SHARDS, placement_owner, shard_of
+from actors.cluster._storage import Placement, StorageMode, default_host_id, stranded
+from wire import CallContext, Registry, Server, ServerLimits, UnavailableError
 
 __all__ = ["WORKER_READY", "ClusterOptions", "supervise"]
 
@@ -59,6 +66,24 @@ class ClusterOptions:
     stop_timeout: float = 15.0
     #: ``etcd://h:p[,h:p…][/cluster]``: workers join etcd instead of this supervisor.
     coordinator: str | None = None
+    #: This host's name in the cluster (default: the hostname); worker ids are
+    #: ``<host-id>-w1…`` with a coordinator, ``w1…`` without.
+    host_id: str | None = None
+    #: ``local``: shards fail over only between workers on this storage; ``shared``: any
+    #: worker mounting the same storage (``storage_id``) may take them over.
+    storage_mode: StorageMode = "local"
+    #: The storage's name in the cluster (default ``<host-id>:<data dir>``; required shared).
+    storage_id: str | None = None
+    #: What workers bind, e.g. ``tcp://10.0.0.5:*`` (default: a private ipc endpoint); with
+    #: several hosts it must be an address the other hosts can reach.
+    worker_endpoint: str | None = None
+
+    def worker_ids(self) -> list[str]:
+        """Ids of this supervisor's workers: cluster-unique when a coordinator is shared."""
+        if self.coordinator is None:
+            return [f"w{i + 1}" for i in range(self.workers)]
+        host = self.host_id or default_host_id()
+        return [f"{host}-w{i + 1}" for i in range(self.workers)]
 
 
 def _private_endpoint(data_dir: Path, name: str) -> str:
@@ -91,9 +116,27 @@ class _Workers:
         self.control = control
         self.data_dir = data_dir
         self.stopping = False
-        self.workers = [_Worker(f"w{i + 1}") for i in range(options.workers)]
+        self.workers = [_Worker(worker_id) for worker_id in options.worker_ids()]
+        self.placement: Placement | None = None
+        if options.coordinator is not None:
+            self.placement = Placement.build(
+                data_dir=data_dir,
+                host_id=options.host_id,
+                storage_mode=options.storage_mode,
+                storage_id=options.storage_id,
+            )
 
     def command(self, worker: _Worker) -> list[str]:
+        placement: list[str] = []
+        if self.placement is not None:
+            placement = [
+                "--host-id",
+                self.placement.host_id,
+                "--storage-mode",
+                self.placement.storage_mode,
+                "--storage-id",
+                self.placement.storage_id,
+            ]
         return [
             sys.executable,
             "-m",
@@ -104,13 +147,14 @@ class _Workers:
             "--control",
             self.control,
             "--endpoint",
-            _private_endpoint(self.data_dir, worker.worker_id),
+            self.options.worker_endpoint or _private_endpoint(self.data_dir, worker.worker_id),
             "--data",
             str(self.data_dir),
             "--shards",
             str(self.options.shard_count),
             "--ttl",
             str(self.options.ttl),
+            *placement,
             *self.options.worker_args,
         ]
 
@@ -179,16 +223,28 @@ class _Workers:
             self.pool.close(worker.endpoint)
 
     def settled(self) -> bool:
-        """Every worker joined and every shard held by its rendezvous owner."""
+        """Every worker of this supervisor joined, and holds every shard it should own.
+
+        Only this supervisor's workers count: other hosts' workers come and go on their own
+        schedule (one host, where every worker is ours, this is every shard held by its
+        rendezvous owner).
+        """
         view = self.coordinator.current()
-        ids = view.worker_ids()
-        if len(ids) != len(self.workers):
+        ours = {worker.worker_id for worker in self.workers}
+        if not ours <= set(view.worker_ids()):
             return False
         owners = view.owners()
-        return all(
-            claim is not None and claim.worker_id == rendezvous_owner(shard, ids)
-            for shard, claim in enumerate(owners)
-        )
+        for shard, claim in enumerate(owners):
+            desired = placement_owner(view, shard)
+            if desired in ours and (claim is None or claim.worker_id != desired):
+                return False
+        return True
+
+    def own_endpoint(self) -> str:
+        """The endpoint of one of this supervisor's live workers."""
+        ours = {worker.worker_id for worker in self.workers}
+        view = self.coordinator.current()
+        return next(m.endpoint for m in view.members if m.worker_id in ours)
 
     async def stop(self) -> None:
         """SIGTERM every worker, wait for each to drain and exit (kill after the timeout)."""
@@ -224,7 +280,8 @@ async def supervise(
         raise ValueError(f"--workers must be at least 1, got {options.workers}")
     data_dir = Path(data_dir)
     await trio.Path(data_dir / "cluster").mkdir(parents=True, exist_ok=True)
-    local = InProcessCoordinator(options.shard_count)
+    floor = await trio.to_thread.run_sync(revision_floor, data_dir)
+    local = InProcessCoordinator(options.shard_count, first_revision=floor)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with (
             # With etcd, workers join etcd themselves and the supervisor follows its view.
@@ -249,7 +306,7 @@ async def supervise(
             with trio.fail_after(options.start_timeout):
                 while not workers.settled():
                     await coordinator.changed(coordinator.revision)
-                first = coordinator.current().members[0].endpoint
+                first = workers.own_endpoint()
                 described = await (await pool.get(first)).call("system/describe")
 
             async def wait_change(seconds: float) -> None:
@@ -257,6 +314,7 @@ async def supervise(
                     await coordinator.changed(coordinator.revision)
 
             registry = forwarding_registry(described, pool, coordinator.current, wait_change)
+            _refuse_stranded(registry, coordinator.current)
             public = Server(registry, limits=limits)
             addresses = await nursery.start(public.run, list(endpoints))
             if on_ready is not None:
@@ -275,3 +333,32 @@ async def supervise(
                     await control.aclose()
                 nursery.cancel_scope.cancel()
                 break
+
+
+def _refuse_stranded(registry: Registry, view: Callable[[], Any]) -> None:
+    """Make each forwarded endpoint answer ``unavailable`` at once for a shard bound to a
+    storage no live worker sees (local mode, its host gone): no worker may claim it, so
+    waiting for an owner would only hang until the routing timeout."""
+
+    def guarded(name: str, handler: Any) -> Any:
+        async def guard(context: CallContext, args: dict[str, Any]) -> Any:
+            agent_id = routing_key(args)
+            current = view()
+            if agent_id is not None and current is not None and current.shard_count:
+                shard = shard_of(agent_id, current.shard_count)
+                if stranded(current, shard):
+                    storage = current.binding(shard)
+                    raise UnavailableError(
+                        f"shard {shard} of agent {agent_id!r} lives on storage {storage!r}, "
+                        "which no live worker sees (its host is down or cut off; "
+                        "`agent-actors cluster evict-host` gives it up)",
+                        details={"agentId": agent_id, "shard": shard, "storageId": storage},
+                    )
+            return await handler(context, args)
+
+        return guard
+
+    # Registry has no replace(); the endpoints were just built and nothing serves them yet.
+    endpoints = registry._endpoints
+    for name, endpoint in list(endpoints.items()):
+        endpoints[name] = attrs.evolve(endpoint, handler=guarded(name, endpoint.handler))

@@ -5,7 +5,9 @@ The worker joins the supervisor's coordinator (over the control endpoint), claim
 shard it does not own answers ``moved`` naming the owner. Its own actor-to-actor calls
 (``prepare`` reading other sessions, ``agents/create`` titling the new session) go to the
 owner of the target agent, here or in another worker. It exits on SIGTERM (graceful drain,
-like ``agent-actors serve``), when its lease is lost, or when its supervisor is gone.
+like ``agent-actors serve``) or when its supervisor is gone; a lost lease does not end it: it
+fences itself (no ack past the lease deadline minus a margin: `_ack_guard`) and rejoins under
+a new lease (``_keeper.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -55,7 +58,7 @@ def _router(
         if not isinstance(agent_id, str) or target is None:
             return await call_local(system, endpoint, args)
         try:
-            shard = gate.enter(agent_id)
+            shard = gate.enter(agent_id, mutates=target.spec.mutates)
         except MovedError:
             return await call_owner(
                 pool,
@@ -72,6 +75,19 @@ def _router(
             gate.leave(shard)
 
     return route
+
+
+def _ack_guard(gate: ShardGate) -> Callable[[str], None]:
+    """The storage hook run after an append is durable and before its ack (self-fencing)."""
+
+    def guard(session_id: str) -> None:
+        # Past the lease deadline minus the margin another worker may own the shard: the
+        # append is on disk but must not be acknowledged (`ShardGate.may_ack` fences the gate).
+        if not gate.may_ack(session_id, time.monotonic()):
+            shard = shard_of(session_id, gate.shard_count)
+            raise gate.fenced_error(session_id, shard)
+
+    return guard
 
 
 async def _close_shard(runtime: Runtime, gate: ShardGate, shard: int) -> None:
@@ -100,7 +116,8 @@ async def run_worker(
     writable: bool = False,
     on_ready: Callable[[list[str]], None] | None = None,
 ) -> None:
-    """Serve as worker ``worker_id`` until SIGTERM, a lost lease or the supervisor's exit."""
+    """Serve as worker ``worker_id`` until SIGTERM or the supervisor's exit (a lost lease
+    makes it fence itself and rejoin, see ``_keeper.py``)."""
     parent = os.getppid()
     gate = ShardGate(worker_id, shard_count)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -118,6 +135,8 @@ async def run_worker(
                 sessions_dir=sessions_dir,
                 writable=writable,
                 route=lambda system: _router(system, gate, pool),
+                epoch_of=gate.epoch_for,
+                ack_guard=_ack_guard(gate),
             ) as runtime:
                 registry = gated_registry(
                     limit_queries(runtime.system.registry, config.max_query_length), gate

@@ -64,15 +64,30 @@ class Cluster:
 
 @asynccontextmanager
 async def running_cluster(
-    tmp_path: Path, *, workers: int = 2, shards: int = SHARDS, extra: list[str] | None = None
+    tmp_path: Path,
+    *,
+    workers: int = 2,
+    shards: int = SHARDS,
+    extra: list[str] | None = None,
+    ttl: float | None = None,
+    name: str = "pub",
+    data: Path | None = None,
 ) -> AsyncIterator[Cluster]:
-    """``agent-actors serve --workers N`` on an ipc endpoint; killed (with its workers) at exit."""
-    data = tmp_path / "data"
+    """``agent-actors serve --workers N`` on an ipc endpoint; killed (with its workers) at exit.
+
+    Args:
+        ttl: The workers' lease TTL in seconds (the supervisor's default when None).
+        name: Names the endpoint under ``tmp_path`` when a test runs two supervisors.
+        data: The data directory (default ``tmp_path / "data"``); two supervisors on one
+            storage pass the same one.
+    """
+    data = tmp_path / "data" if data is None else data
+    endpoint = f"ipc://{tmp_path}/{name}.sock"
+    cluster_args = ["--workers", str(workers), "--shards", str(shards), *(extra or [])]
+    if ttl is not None:
+        cluster_args += ["--lease-ttl", f"{ttl:g}"]
     process, addresses = await start_server_process(
-        f"ipc://{tmp_path}/pub.sock",
-        data,
-        extra=["--workers", str(workers), "--shards", str(shards), *(extra or [])],
-        ready_within=90,
+        endpoint, data, extra=cluster_args, ready_within=90
     )
     cluster = Cluster(process=process, address=addresses[0], data=data)
     try:

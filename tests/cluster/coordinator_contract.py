@@ -206,3 +206,20 @@ class CoordinatorContract:
         for view in seen:
             assert all(claim.epoch <= view.revision for claim in view.claims)
         assert seen[-1].owner(4) == c4
+
+    async def test_bindings_follow_claims_and_outlive_leases(self, coordinator: Any) -> None:
+        """A storage binding (where a coordinator records them) names only a shard that was
+        claimed, with the claimer's storage, and outlives the claimer's lease; coordinators
+        without storage tracking bind nothing (every shard stays open to every worker)."""
+        lease = await coordinator.join(member("w1"), ttl=TTL)
+        assert await coordinator.claim(lease, 3) is not None
+        view = await coordinator.view()
+        storage = view.members[0].storage_id
+        assert {b.shard for b in view.bindings} <= {3}
+        assert all(b.storage_id == storage for b in view.bindings)
+        await coordinator.leave(lease)
+        after = await coordinator.view()
+        assert after.bindings == view.bindings
+        assert after.owner(3) is None
+        again = await coordinator.join(member("w1"), ttl=TTL)
+        assert await coordinator.claim(again, 3) is not None  # the same storage may reclaim

@@ -67,7 +67,8 @@ class TestEtcdCoordinator(CoordinatorContract):
 async def test_keys_follow_the_documented_layout(
     etcd: EtcdCluster, etcd_coordinator: EtcdCoordinator
 ) -> None:
-    """members/<id> and shards/<s> hold documented JSON on the lease; epoch is create_revision."""
+    """members/<id> and shards/<s> hold documented JSON on the lease, epoch is create_revision,
+    and the first claim binds the shard to the claimer's storage (bindings/<s>, no lease)."""
     lease = await etcd_coordinator.join(member("w1"), ttl=TTL)
     claim = await etcd_coordinator.claim(lease, 6)
     assert claim is not None
@@ -75,10 +76,17 @@ async def test_keys_follow_the_documented_layout(
     async with open_etcd_client(etcd.urls) as client:
         _, kvs = await client.range(prefix, prefix_end(prefix))
     keys = {kv.key[len(prefix) :].decode(): kv for kv in kvs}
-    assert sorted(keys) == ["config", "members/w1", "shards/6"]
+    assert sorted(keys) == ["bindings/6", "config", "members/w1", "shards/6"]
     assert json.loads(keys["config"].value) == {"shardCount": SHARDS}
     registered = json.loads(keys["members/w1"].value)
-    assert registered.keys() == {"endpoint", "host", "storageId", "startedAt", "version"}
+    assert registered.keys() == {
+        "endpoint",
+        "host",
+        "storageId",
+        "storageMode",
+        "startedAt",
+        "version",
+    }
     assert (registered["endpoint"], registered["host"], registered["storageId"]) == (
         member("w1").endpoint,
         "h1",
@@ -92,6 +100,8 @@ async def test_keys_follow_the_documented_layout(
     }
     assert keys["shards/6"].lease == lease.lease_id
     assert keys["shards/6"].create_revision == claim.epoch
+    assert json.loads(keys["bindings/6"].value)["storageId"] == "s1"
+    assert keys["bindings/6"].lease == 0
 
 
 @pytest.mark.etcd

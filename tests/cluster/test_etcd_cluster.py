@@ -17,7 +17,9 @@ from tests.cluster._cluster import SHARDS, running_cluster, user_message
 from tests.cluster._etcd import EtcdCluster
 from wire import open_client
 
-WORKERS = ["w1", "w2", "w3"]
+#: With a coordinator, worker ids are ``<host-id>-w1…`` (cluster-unique across hosts).
+HOST = "h1"
+WORKERS = [f"{HOST}-w1", f"{HOST}-w2", f"{HOST}-w3"]
 
 
 @pytest.mark.etcd
@@ -32,7 +34,9 @@ async def test_three_workers_on_etcd_own_every_shard_once(
     prefix = f"/agent-actors/{cluster_name}/".encode()
     url = f"{etcd.etcd_url}/{cluster_name}"
     async with (
-        running_cluster(tmp_path, workers=3, extra=["--coordinator", url]) as cluster,
+        running_cluster(
+            tmp_path, workers=3, extra=["--coordinator", url, "--host-id", HOST]
+        ) as cluster,
         open_etcd_client(etcd.urls) as etcd_client,
     ):
         with trio.fail_after(60):

@@ -1,13 +1,17 @@
-"""The worker's shard gate: moved answers, in-flight counts, drain, lost claims."""
+"""The worker's shard gate: moved answers, in-flight counts, drain, lost claims, fencing."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 import trio
 
 from actors.cluster import Claim, ClusterView, Member, shard_of
+from actors.cluster._fencing import LeaseClock
 from actors.cluster._gate import ShardGate, shard_map
-from wire._errors import MovedError
+from actors.cluster._worker import _ack_guard
+from wire._errors import MovedError, UnavailableError
 
 S = 4
 
@@ -81,3 +85,84 @@ def test_shard_map_lists_owners_and_epochs() -> None:
     assert described["epochs"] == [5, None, 7, None]
     assert described["workers"] == {"w1": "ipc://w1", "w2": "ipc://w2"}
     assert described["self"] == "w1"
+
+
+def test_lagging_view_does_not_lose_a_fresh_claim() -> None:
+    """A view whose revision is below a claim's epoch predates the claim: it is not a loss."""
+    gate = ShardGate("w1", S)
+    gate.own(claim(1, epoch=12))
+    assert gate.observe(view(revision=10)) == []
+    assert gate.owns(agent_in(1))
+    assert gate.observe(view(revision=13)) == [1]
+    assert not gate.owns(agent_in(1))
+
+
+def test_older_view_than_the_last_is_ignored() -> None:
+    """A view older than one already adopted changes neither the view nor ownership."""
+    gate = ShardGate("w1", S)
+    gate.own(claim(2, epoch=5))
+    gate.observe(view(claim(2, epoch=5), revision=20))
+    assert gate.observe(view(revision=15)) == []
+    assert gate.view is not None and gate.view.revision == 20
+    assert gate.owns(agent_in(2))
+
+
+def test_epoch_for_names_the_claim_epoch() -> None:
+    """epoch_for gives the owned claim's epoch, also while draining, and None elsewhere."""
+    gate = ShardGate("w1", S)
+    gate.own(claim(3, epoch=42))
+    assert gate.epoch_for(agent_in(3)) == 42
+    assert gate.epoch_for(agent_in(0)) is None
+    gate._draining.add(3)
+    assert gate.epoch_for(agent_in(3)) == 42
+    gate.forget(3)
+    assert gate.epoch_for(agent_in(3)) is None
+
+
+def test_fenced_gate_refuses_writes_and_serves_reads() -> None:
+    """Once fenced, a write answers unavailable and a read is still admitted."""
+    gate = ShardGate("w1", S)
+    gate.own(claim(0))
+    gate.fence()
+    with pytest.raises(UnavailableError) as info:
+        gate.enter(agent_in(0), mutates=True)
+    assert info.value.details == {"agentId": agent_in(0), "shard": 0, "reason": "lease"}
+    shard = gate.enter(agent_in(0))
+    gate.leave(shard)
+    gate.unfence()
+    gate.leave(gate.enter(agent_in(0), mutates=True))
+
+
+def test_may_ack_follows_the_lease_clock_and_fences() -> None:
+    """An ack is allowed only for an owned shard before the lease's fence time; past it the
+    gate fences itself, so later writes are refused up front."""
+    gate = ShardGate("w1", S)
+    gate.own(claim(1))
+    assert not gate.may_ack(agent_in(1), 0.0)  # no lease recorded yet
+    gate.unfence()
+    gate.set_lease(LeaseClock.granted(sent_at=100.0, ttl=3.0, margin=0.5))
+    assert gate.may_ack(agent_in(1), 102.4)
+    assert not gate.may_ack(agent_in(0), 102.4)  # not owned here
+    assert not gate.fenced
+    assert not gate.may_ack(agent_in(1), 102.5)
+    assert gate.fenced
+    with pytest.raises(UnavailableError):
+        gate.enter(agent_in(1), mutates=True)
+
+
+def test_ack_guard_refuses_past_the_fence_and_for_lost_shards() -> None:
+    """The worker's storage hook lets an ack through only for an owned shard on a safe lease,
+    and raises unavailable otherwise (past the deadline minus the margin it also fences)."""
+    gate = ShardGate("w1", S)
+    gate.own(claim(2))
+    now = time.monotonic()
+    gate.set_lease(LeaseClock.granted(sent_at=now, ttl=30.0))
+    guard = _ack_guard(gate)
+    guard(agent_in(2))
+    with pytest.raises(UnavailableError):
+        guard(agent_in(1))  # not owned here
+    gate.set_lease(LeaseClock.granted(sent_at=now - 30.0, ttl=30.0))
+    with pytest.raises(UnavailableError) as info:
+        guard(agent_in(2))
+    assert info.value.details == {"agentId": agent_in(2), "shard": 2, "reason": "lease"}
+    assert gate.fenced

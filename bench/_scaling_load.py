@@ -1,0 +1,316 @@
+"""The scaling benchmark's load generators, each run in a process of its own.
+
+Two generators drive the same calls: ``in_flight`` slots, each keeping one call outstanding
+(slot ``i`` calls agents ``i``, ``i + in_flight``, ``i + 2 * in_flight``, … of the list, round
+robin), for ``duration`` seconds; then the calls still in flight are collected:
+
+- ``raw``: a blocking pyzmq DEALER per endpoint speaking the wire protocol directly
+  (``docs/protocol.md``: ``hello``, ``call``, ``result``/``error``, ``ping``/``pong``), routing
+  by the shard map of ``system/describe`` resolved once per agent. It costs a few µs of CPU per
+  call, so on a small machine the cores go to the server, which is what the benchmark measures.
+- ``client``: the Python client of the product (``wire.open_client`` through the supervisor,
+  ``actors.cluster._direct.open_cluster_client`` routing by the shard map), which costs about
+  as much CPU per call as the server spends on an echo.
+
+Each prints :data:`STARTED` on a line of its own when its first call goes out (the driver
+reads the server's CPU counters then), and at the end its report, one line of JSON:
+``{calls, errors, seconds, cpuSeconds}``: ``cpuSeconds`` is the generator's own
+CPU time over the measured run (``time.process_time``), so its cost per call can be reported
+beside the server's.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import trio
+import zmq
+
+__all__ = [
+    "ENDPOINTS",
+    "GENERATORS",
+    "STARTED",
+    "call_frames",
+    "generator_argv",
+    "generator_main",
+    "peek",
+    "resolve_routes",
+]
+
+ENDPOINTS = {
+    "echo": ("diagnostics/echo", {"payload": "x" * 64}),
+    "candidates": ("sessionReferenceResolver/candidates", {"query": ""}),
+}
+GENERATORS = ("raw", "client")
+#: The line a generator prints when its load starts.
+STARTED = "started"
+
+#: Longest wait for a welcome, the shard map, or the calls in flight at the end (seconds).
+_REPLY_TIMEOUT = 30.0
+_PING = msgpack.packb({"type": "ping"})
+_PONG = msgpack.packb({"type": "pong"})
+#: Frames at least this long are peeked at rather than decoded (bytes).
+_PEEK_ABOVE = 512
+
+
+def generator_argv(
+    generator: str,
+    address: str,
+    mode: str,
+    kind: str,
+    agents_file: Path,
+    duration: float,
+    in_flight: int,
+    start_at: float,
+) -> list[str]:
+    """The arguments after ``python -m bench.scaling --generate``."""
+    numbers = [str(duration), str(in_flight), str(start_at)]
+    return [generator, address, mode, kind, str(agents_file), *numbers]
+
+
+def generator_main(argv: list[str]) -> int:
+    """Run one generator (arguments from :func:`generator_argv`); print its report as JSON."""
+    generator, address, mode, kind, agents_file, duration, in_flight, start_at = argv
+    agents = json.loads(Path(agents_file).read_text())
+    if generator == "raw":
+        report = _raw_generate(
+            address, mode, kind, agents, float(duration), int(in_flight), float(start_at)
+        )
+    else:
+        # Start together: every generator sleeps until the same wall-clock instant.
+        time.sleep(max(0.0, float(start_at) - time.time()))
+        report = trio.run(
+            _client_generate, address, mode, kind, agents, float(duration), int(in_flight)
+        )
+    print(json.dumps(report), flush=True)
+    return 0
+
+
+# -- raw: pyzmq + msgpack, no trio -------------------------------------------------------------
+
+
+class _RawPeer:
+    """One DEALER connection that has been welcomed by the server."""
+
+    def __init__(self, context: zmq.Context[zmq.Socket[bytes]], endpoint: str) -> None:
+        self.socket: zmq.Socket[bytes] = context.socket(zmq.DEALER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.connect(endpoint)
+        self.socket.send(msgpack.packb({"type": "hello", "versions": [1], "name": "bench"}))
+        self.expect(lambda message: message.get("type") == "welcome", endpoint)
+
+    def expect(self, matches: Any, what: str) -> dict[str, Any]:
+        """Receive until a frame ``matches`` (answering pings meanwhile)."""
+        if not self.socket.poll(int(_REPLY_TIMEOUT * 1000)):
+            raise RuntimeError(f"no answer from {what} within {_REPLY_TIMEOUT:g} s")
+        while True:
+            message: dict[str, Any] = msgpack.unpackb(self.socket.recv())
+            if message.get("type") == "ping":
+                self.socket.send(_PONG)
+            elif matches(message):
+                return message
+            elif message.get("type") == "error":
+                raise RuntimeError(f"{what}: {message.get('code')}: {message.get('message')}")
+
+
+def peek(frame: bytes) -> tuple[Any, Any]:
+    """The ``type`` and ``id`` of a frame; a large frame's other values are skipped, not
+    decoded (a ``candidates`` result is about 10 kB: decoding it would cost the generator
+    more than the server spends on some calls)."""
+    if len(frame) < _PEEK_ABOVE:
+        message = msgpack.unpackb(frame)
+        return message.get("type"), message.get("id")
+    unpacker = msgpack.Unpacker(raw=False)
+    unpacker.feed(frame)
+    kind = ident = None
+    for _ in range(unpacker.read_map_header()):
+        key = unpacker.unpack()
+        if key == "type":
+            kind = unpacker.unpack()
+        elif key == "id":
+            ident = unpacker.unpack()
+        else:
+            unpacker.skip()
+        if kind is not None and ident is not None:
+            break
+    return kind, ident
+
+
+def call_frames(endpoint: str, args: dict[str, Any]) -> tuple[bytes, bytes]:
+    """The bytes of a ``call`` frame before and after its id: ``head + packb(id) + tail``.
+
+    Packing the fixed part once keeps the generator's cost per call to a few µs."""
+    pack = msgpack.packb
+    head = b"\x84" + pack("type") + pack("call") + pack("id")  # a map of 4 entries
+    return head, pack("endpoint") + pack(endpoint) + pack("args") + pack(args)
+
+
+def resolve_routes(cluster: dict[str, Any], agents: list[str]) -> dict[str, str]:
+    """Agent id -> endpoint of its owner, from the ``cluster`` entry of ``system/describe``."""
+    from actors.cluster import shard_of
+
+    workers: dict[str, str] = cluster["workers"]
+    owners: list[str | None] = cluster["owners"]
+    routes: dict[str, str] = {}
+    for agent in agents:
+        owner = owners[shard_of(agent, int(cluster["shardCount"]))]
+        if owner is None or owner not in workers:
+            raise RuntimeError(f"the shard map names no live owner for agent {agent!r}")
+        routes[agent] = workers[owner]
+    return routes
+
+
+def _raw_generate(
+    address: str,
+    mode: str,
+    kind: str,
+    agents: list[str],
+    duration: float,
+    in_flight: int,
+    start_at: float,
+) -> dict[str, Any]:
+    endpoint, base = ENDPOINTS[kind]
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    try:
+        supervisor = _RawPeer(context, address)
+        if mode == "direct":
+            supervisor.socket.send(
+                msgpack.packb({"type": "call", "id": 0, "endpoint": "system/describe", "args": {}})
+            )
+            described = supervisor.expect(lambda m: m.get("id") == 0, "system/describe")
+            routes = resolve_routes(described["value"]["cluster"], agents)
+        else:
+            routes = dict.fromkeys(agents, address)
+        peers = {address: supervisor} | {
+            e: _RawPeer(context, e) for e in set(routes.values()) if e != address
+        }
+        targets = [
+            (peers[routes[agent]].socket, *call_frames(endpoint, {**base, "agentId": agent}))
+            for agent in agents
+        ]
+        poller = zmq.Poller()
+        for peer in peers.values():
+            poller.register(peer.socket, zmq.POLLIN)
+        # Connections, hellos and the shard map are set up: start with the other generators.
+        time.sleep(max(0.0, start_at - time.time()))
+        return _raw_drive(targets, in_flight, poller, duration)
+    finally:
+        context.destroy(linger=0)
+
+
+def _raw_drive(
+    targets: list[tuple[zmq.Socket[bytes], bytes, bytes]],
+    in_flight: int,
+    poller: zmq.Poller,
+    duration: float,
+) -> dict[str, Any]:
+    pending: dict[Any, int] = {}  # call id -> slot
+    turns = list(range(in_flight))  # slot -> index of the next agent it calls
+    next_id = 1
+    done = errors = 0
+    packb, again = msgpack.packb, zmq.Again
+
+    def send(slot: int) -> None:
+        nonlocal next_id
+        socket, head, tail = targets[turns[slot] % len(targets)]
+        turns[slot] += in_flight
+        socket.send(head + packb(next_id) + tail)
+        pending[next_id] = slot
+        next_id += 1
+
+    sockets = {id(socket): socket for socket, _, _ in targets}
+    print(STARTED, flush=True)
+    cpu = time.process_time()
+    started = time.perf_counter()
+    deadline = started + duration
+    next_ping = started + 1.0
+    for first in range(in_flight):
+        send(first)
+    last_reply = started
+    while pending:
+        now = time.perf_counter()
+        sending = now < deadline
+        if not sending and now > deadline + _REPLY_TIMEOUT:
+            break
+        if now >= next_ping:  # the server drops a peer silent for peerTimeoutMs
+            for socket in sockets.values():
+                socket.send(_PING)
+            next_ping = now + 1.0
+        timeout = (min(deadline, next_ping) if sending else next_ping) - now
+        for socket, _ in poller.poll(max(1, int(timeout * 1000))):
+            while True:
+                try:
+                    kind, ident = peek(socket.recv(zmq.NOBLOCK))
+                except again:
+                    break
+                if kind == "ping":
+                    socket.send(_PONG)
+                    continue
+                slot: int | None = pending.pop(ident, None)
+                if slot is None:
+                    continue
+                if kind == "result":
+                    done += 1
+                else:
+                    errors += 1
+                last_reply = time.perf_counter()
+                if sending:
+                    send(slot)
+    return {
+        "calls": done,
+        "errors": errors + len(pending),
+        "seconds": max(last_reply, deadline) - started,
+        "cpuSeconds": time.process_time() - cpu,
+    }
+
+
+# -- client: the product's Python client ------------------------------------------------------
+
+
+async def _client_generate(
+    address: str, mode: str, kind: str, agents: list[str], duration: float, in_flight: int
+) -> dict[str, Any]:
+    from actors.cluster._direct import open_cluster_client
+    from wire import open_client
+
+    endpoint, base = ENDPOINTS[kind]
+    done = 0
+    errors = 0
+
+    async def drive(call: Any) -> dict[str, Any]:
+        nonlocal done, errors
+        deadline = trio.current_time() + duration
+
+        async def task(i: int) -> None:
+            nonlocal done, errors
+            k = i
+            while trio.current_time() < deadline:
+                try:
+                    await call(endpoint, {**base, "agentId": agents[k % len(agents)]})
+                    done += 1
+                except Exception:
+                    errors += 1
+                k += in_flight
+
+        print(STARTED, flush=True)
+        cpu = time.process_time()
+        started = time.perf_counter()
+        async with trio.open_nursery() as nursery:
+            for i in range(in_flight):
+                nursery.start_soon(task, i)
+        return {
+            "calls": done,
+            "errors": errors,
+            "seconds": time.perf_counter() - started,
+            "cpuSeconds": time.process_time() - cpu,
+        }
+
+    if mode == "direct":
+        async with open_cluster_client(address) as direct:
+            return await drive(direct.call)
+    async with open_client(address) as client:
+        return await drive(client.call)

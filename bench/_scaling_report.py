@@ -1,0 +1,203 @@
+"""The scaling benchmark's figures: one run's sample, the report over all runs, the plot.
+
+Pure functions over the generators' reports and the server's CPU counters (no processes), so
+the arithmetic is tested on synthetic numbers (``tests/bench/test_scaling.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+from pathlib import Path
+from typing import Any
+
+from bench._common import Target, machine_info
+from bench._scaling_load import ENDPOINTS
+
+__all__ = ["AGENTS", "MEDIAN_KEYS", "MODES", "build_report", "plot", "summarize_sample"]
+
+MODES = ("hop", "direct")
+AGENTS = 64
+#: Per-sample figures whose medians are reported (µs per call unless named otherwise).
+MEDIAN_KEYS = (
+    "callsPerSecond",
+    "serverCpuUsPerCall",
+    "serverBusyCpuUsPerCall",
+    "supervisorBusyCpuUsPerCall",
+    "workersBusyCpuUsPerCall",
+    "generatorCpuUsPerCall",
+)
+
+
+def _per_call(seconds: float, calls: int) -> float | None:
+    return seconds / calls * 1e6 if calls else None
+
+
+def summarize_sample(
+    reports: list[dict[str, Any]],
+    before: tuple[float, float],
+    after: tuple[float, float],
+    window: float,
+    idle: tuple[float, float],
+) -> dict[str, Any]:
+    """One run's figures from the generators' reports and the server's CPU counters.
+
+    Args:
+        reports: Each generator's ``{calls, errors, seconds, cpuSeconds}``.
+        before: Supervisor and workers' CPU seconds at the start of the window.
+        after: The same at its end.
+        window: Wall-clock seconds between the two readings.
+        idle: Supervisor and workers' idle CPU rates (seconds per second).
+    """
+    calls = sum(r["calls"] for r in reports)
+    seconds = max(r["seconds"] for r in reports)
+    supervisor = after[0] - before[0]
+    workers = after[1] - before[1]
+    supervisor_busy = max(0.0, supervisor - idle[0] * window)
+    workers_busy = max(0.0, workers - idle[1] * window)
+    return {
+        "calls": calls,
+        "errors": sum(r["errors"] for r in reports),
+        "callsPerSecond": calls / seconds if seconds else 0.0,
+        "serverCpuSeconds": supervisor + workers,
+        "serverCpuUsPerCall": _per_call(supervisor + workers, calls),
+        "serverIdleCpuRate": idle[0] + idle[1],
+        "serverBusyCpuUsPerCall": _per_call(supervisor_busy + workers_busy, calls),
+        "supervisorBusyCpuUsPerCall": _per_call(supervisor_busy, calls),
+        "workersBusyCpuUsPerCall": _per_call(workers_busy, calls),
+        "generatorCpuUsPerCall": _per_call(sum(r["cpuSeconds"] for r in reports), calls),
+    }
+
+
+def _median(runs: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in runs if r.get(key) is not None]
+    return statistics.median(values) if values else None
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    return numerator / denominator if numerator is not None and denominator else None
+
+
+def build_report(
+    settings: argparse.Namespace, samples: dict[str, list[dict[str, Any]]]
+) -> dict[str, Any]:
+    """The JSON report: settings, every sample, medians, ratios and the issue's targets."""
+    medians: dict[str, dict[str, Any]] = {}
+    for key, runs in samples.items():
+        medians[key] = {name: _median(runs, name) for name in MEDIAN_KEYS}
+        medians[key]["errors"] = sum(r["errors"] for r in runs)
+    ratios: dict[str, dict[str, float | None]] = {}
+    targets: list[Target] = []
+    first = settings.workers[0]
+    for kind in ENDPOINTS:
+        for mode in MODES:
+            one = medians[f"{kind}/{mode}/{first}"]
+            for workers in settings.workers:
+                m = medians[f"{kind}/{mode}/{workers}"]
+                ratios[f"{kind}/{mode}/{workers}"] = {
+                    "throughputVsOne": _ratio(m["callsPerSecond"], one["callsPerSecond"]),
+                    "cpuPerCallVsOne": _ratio(m["serverCpuUsPerCall"], one["serverCpuUsPerCall"]),
+                    "busyCpuPerCallVsOne": _ratio(
+                        m["serverBusyCpuUsPerCall"], one["serverBusyCpuUsPerCall"]
+                    ),
+                }
+        for workers in settings.workers:
+            hop = medians[f"{kind}/hop/{workers}"]
+            direct = medians[f"{kind}/direct/{workers}"]
+            extra = (
+                hop["serverBusyCpuUsPerCall"] - direct["serverBusyCpuUsPerCall"]
+                if hop["serverBusyCpuUsPerCall"] is not None
+                and direct["serverBusyCpuUsPerCall"] is not None
+                else None
+            )
+            ratios[f"{kind}/hopVsDirect/{workers}"] = {
+                "throughput": _ratio(hop["callsPerSecond"], direct["callsPerSecond"]),
+                "cpuPerCall": _ratio(hop["serverCpuUsPerCall"], direct["serverCpuUsPerCall"]),
+                "busyCpuPerCall": _ratio(
+                    hop["serverBusyCpuUsPerCall"], direct["serverBusyCpuUsPerCall"]
+                ),
+                "extraBusyCpuUsPerCall": extra,
+            }
+        # Issue 7 §4, with clients routing by the shard map (no extra hop).
+        for workers in settings.workers[1:]:
+            flat = ratios[f"{kind}/direct/{workers}"]["busyCpuPerCallVsOne"]
+            targets.append(
+                Target(
+                    name=f"{kind} direct: server CPU/call, {workers} vs {first} worker(s)",
+                    value=flat,
+                    limit=1.10,
+                    comparison="<=",
+                    unit="x",
+                )
+            )
+        if 2 in settings.workers and first == 1:
+            targets.append(
+                Target(
+                    name=f"{kind} direct: throughput, 2 vs 1 worker",
+                    value=ratios[f"{kind}/direct/2"]["throughputVsOne"],
+                    limit=1.5,
+                    comparison=">=",
+                    unit="x",
+                )
+            )
+    return {
+        "benchmark": "scaling",
+        "machine": machine_info(),
+        "settings": {
+            "workers": settings.workers,
+            "duration": settings.duration,
+            "repeats": settings.repeats,
+            "inFlight": settings.in_flight,
+            "generators": settings.generators,
+            "generator": settings.generator,
+            "agents": AGENTS,
+            "durability": "flush",
+        },
+        "samples": samples,
+        "medians": medians,
+        "ratios": ratios,
+        "targets": [t.as_json() for t in targets],
+        "allPassed": all(t.passed for t in targets),
+    }
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(16, 4.8), layout="constrained")
+    FigureCanvasAgg(figure)
+    left, middle, right = figure.subplots(1, 3)
+    workers = report["settings"]["workers"]
+    for kind in ENDPOINTS:
+        for mode in MODES:
+            rows = [report["medians"][f"{kind}/{mode}/{w}"] for w in workers]
+            style = "-o" if mode == "direct" else "--s"
+            label = f"{kind} {mode}"
+            left.plot(workers, [r["callsPerSecond"] for r in rows], style, label=label)
+            middle.plot(workers, [r["serverBusyCpuUsPerCall"] for r in rows], style, label=label)
+        hops = [report["ratios"][f"{kind}/hopVsDirect/{w}"] for w in workers]
+        right.plot(workers, [h["throughput"] for h in hops], "-o", label=f"{kind} throughput")
+        right.plot(workers, [h["busyCpuPerCall"] for h in hops], "--s", label=f"{kind} CPU/call")
+    left.set(xlabel="workers", ylabel="calls/s (median)", title="Throughput", xticks=workers)
+    middle.set(
+        xlabel="workers",
+        ylabel="server CPU µs per call, idle subtracted (median)",
+        title="Server CPU per call",
+        xticks=workers,
+    )
+    right.axhline(1.0, color="grey", linewidth=0.8)
+    right.set(
+        xlabel="workers", ylabel="hop ÷ direct", title="Cost of the extra hop", xticks=workers
+    )
+    for axis in (left, middle, right):
+        axis.grid(alpha=0.3)
+        axis.legend()
+    settings = report["settings"]
+    figure.suptitle(
+        f"agent-actors scale-out ({os.cpu_count()} cores, {settings['generator']} load "
+        f"generator, {settings['inFlight']} calls in flight)"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)

@@ -1,0 +1,184 @@
+"""The scaling benchmark: its report logic on synthetic numbers, its raw load generator's wire
+frames, and one short real run against ``serve --workers 2``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+import trio
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # bench/ is not an installed package (pyproject lists actors, wire)
+    sys.path.insert(0, str(ROOT))
+
+from actors.cluster import rendezvous_owner, shard_of  # noqa: E402
+from bench import scaling  # noqa: E402
+from bench._scaling_load import ENDPOINTS, call_frames, peek, resolve_routes  # noqa: E402
+from bench._scaling_report import MODES, build_report, summarize_sample  # noqa: E402
+from wire import open_client  # noqa: E402
+from wire._codec import decode  # noqa: E402
+from wire._messages import Call  # noqa: E402
+
+
+def _settings(workers: list[int]) -> argparse.Namespace:
+    return argparse.Namespace(
+        workers=workers, duration=1.0, repeats=1, in_flight=8, generators=1, generator="raw"
+    )
+
+
+def _sample(rate: float, busy_us: float, *, supervisor_us: float = 0.0) -> dict[str, Any]:
+    return {
+        "calls": int(rate),
+        "errors": 0,
+        "callsPerSecond": rate,
+        "serverCpuUsPerCall": busy_us + 10,
+        "serverBusyCpuUsPerCall": busy_us,
+        "supervisorBusyCpuUsPerCall": supervisor_us,
+        "workersBusyCpuUsPerCall": busy_us - supervisor_us,
+        "generatorCpuUsPerCall": 20.0,
+    }
+
+
+def _samples(direct: dict[int, tuple[float, float]]) -> dict[str, list[dict[str, Any]]]:
+    """Samples for every endpoint: ``direct`` maps workers -> (calls/s, busy µs per call);
+    the hop runs have 0.5 x the throughput and 150 µs more CPU per call."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for kind in ENDPOINTS:
+        for workers, (rate, busy) in direct.items():
+            out[f"{kind}/direct/{workers}"] = [_sample(rate, busy)]
+            out[f"{kind}/hop/{workers}"] = [_sample(rate / 2, busy + 150, supervisor_us=150)]
+    return out
+
+
+def test_report_meets_the_targets_when_cpu_is_flat_and_two_workers_scale() -> None:
+    """Flat CPU per call and 1.8 x throughput at two workers pass all the issue's targets,
+    and the hop is reported against direct at each worker count."""
+    report = build_report(
+        _settings([1, 2, 4]), _samples({1: (1000, 100), 2: (1800, 105), 4: (2000, 109)})
+    )
+    assert report["ratios"]["echo/direct/2"]["throughputVsOne"] == pytest.approx(1.8)
+    assert report["ratios"]["echo/direct/4"]["busyCpuPerCallVsOne"] == pytest.approx(1.09)
+    hop = report["ratios"]["candidates/hopVsDirect/2"]
+    assert hop["throughput"] == pytest.approx(0.5)
+    assert hop["extraBusyCpuUsPerCall"] == pytest.approx(150)
+    assert len(report["targets"]) == 6  # per endpoint: CPU at 2 and at 4 workers, throughput
+    assert report["allPassed"] is True
+    assert report["settings"]["generator"] == "raw"
+    assert report["medians"]["echo/direct/1"]["generatorCpuUsPerCall"] == 20.0
+
+
+def test_report_misses_when_cpu_per_call_grows_or_two_workers_do_not_scale() -> None:
+    """CPU per call 20 % up at four workers and 1.2 x throughput at two show as misses."""
+    report = build_report(
+        _settings([1, 2, 4]), _samples({1: (1000, 100), 2: (1200, 105), 4: (1300, 120)})
+    )
+    missed = {t["name"] for t in report["targets"] if not t["passed"]}
+    assert missed == {
+        f"{kind} direct: {what}"
+        for kind in ENDPOINTS
+        for what in ("server CPU/call, 4 vs 1 worker(s)", "throughput, 2 vs 1 worker")
+    }
+    assert report["allPassed"] is False
+
+
+def test_sample_subtracts_each_roles_idle_cpu_and_reports_the_generators() -> None:
+    """Busy CPU per call is the window's CPU less the idle rate, per role; the generators'
+    CPU is reported per call beside it."""
+    reports = [
+        {"calls": 600, "errors": 1, "seconds": 2.0, "cpuSeconds": 0.03},
+        {"calls": 400, "errors": 0, "seconds": 2.5, "cpuSeconds": 0.02},
+    ]
+    sample = summarize_sample(reports, (1.0, 10.0), (1.1, 10.5), 2.0, (0.01, 0.05))
+    assert sample["calls"] == 1000
+    assert sample["errors"] == 1
+    assert sample["callsPerSecond"] == pytest.approx(400)
+    assert sample["serverCpuUsPerCall"] == pytest.approx(600)
+    assert sample["supervisorBusyCpuUsPerCall"] == pytest.approx(80)
+    assert sample["workersBusyCpuUsPerCall"] == pytest.approx(400)
+    assert sample["serverBusyCpuUsPerCall"] == pytest.approx(480)
+    assert sample["generatorCpuUsPerCall"] == pytest.approx(50)
+
+
+def test_raw_call_frame_decodes_as_the_wire_call() -> None:
+    """The pre-packed head and tail around an id make the frame the server decodes as a call."""
+    head, tail = call_frames("diagnostics/echo", {"payload": "x" * 64, "agentId": "a-1"})
+    message = decode(head + msgpack.packb(2**40) + tail, max_frame_bytes=1 << 20)
+    assert message == Call(
+        id=2**40, endpoint="diagnostics/echo", args={"payload": "x" * 64, "agentId": "a-1"}
+    )
+
+
+@pytest.mark.parametrize("size", [10, 100_000])
+def test_peek_reads_type_and_id_of_small_and_large_frames(size: int) -> None:
+    """``peek`` finds type and id wherever they sit in the map, for small and large frames."""
+    frame = msgpack.packb({"value": ["y" * size], "id": 7, "type": "result"})
+    assert peek(frame) == ("result", 7)
+    assert peek(msgpack.packb({"type": "ping"})) == ("ping", None)
+
+
+def test_routes_follow_the_shard_map_and_refuse_an_unowned_shard() -> None:
+    """Each agent goes to the endpoint of its shard's owner; a shard without one fails."""
+    ids = ["w1", "w2"]
+    cluster = {
+        "shardCount": 8,
+        "workers": {"w1": "ipc://one", "w2": "ipc://two"},
+        "owners": [rendezvous_owner(s, ids) for s in range(8)],
+    }
+    agents = [f"agent-{i}" for i in range(20)]
+    routes = resolve_routes(cluster, agents)
+    endpoint = {"w1": "ipc://one", "w2": "ipc://two"}
+    assert routes == {a: endpoint[rendezvous_owner(shard_of(a, 8), ids)] for a in agents}
+    assert set(routes.values()) == {"ipc://one", "ipc://two"}
+    cluster["owners"][shard_of("agent-0", 8)] = None
+    with pytest.raises(RuntimeError, match="no live owner for agent 'agent-0'"):
+        resolve_routes(cluster, agents)
+
+
+async def _supervisor_calls(address: str) -> int:
+    async with open_client(address) as client:
+        stats = await client.call("system/stats")
+        return int(stats["callsTotal"])
+
+
+def test_raw_generator_routes_direct_calls_past_the_supervisor(tmp_path: Path) -> None:
+    """Against ``serve --workers 2``, the raw generator completes calls in both modes without
+    errors, and in ``direct`` mode the supervisor receives no call but the shard-map read
+    (zero hops), while in ``hop`` mode it receives every call."""
+    process, address = scaling._start_cluster(2, tmp_path)
+    try:
+        agents = trio.run(scaling._create_agents, address, tmp_path)
+        agents_file = tmp_path / "agents.json"
+        agents_file.write_text(json.dumps(agents))
+        settings = _settings([2])
+        counted: dict[str, tuple[int, dict[str, Any]]] = {}
+        for mode in MODES:
+            before = trio.run(_supervisor_calls, address)
+            sample = scaling._run_load(
+                address, mode, "echo", agents_file, settings, process.pid, (0.0, 0.0)
+            )
+            counted[mode] = (trio.run(_supervisor_calls, address) - before, sample)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        assert process.stdout is not None
+        process.stdout.close()
+    for _, sample in counted.values():
+        assert sample["calls"] > 0
+        assert sample["errors"] == 0
+        assert sample["generatorCpuUsPerCall"] is not None
+    direct_calls, _ = counted["direct"]
+    hop_calls, hop = counted["hop"]
+    assert direct_calls == 2  # system/describe (the shard map) and the second system/stats
+    assert hop_calls >= hop["calls"]
