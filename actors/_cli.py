@@ -226,6 +226,9 @@ def _run_supervisor(args: argparse.Namespace, config: Any, ready: Any) -> int:
     if args.workers < 1 or args.shards < 1:
         print("agent-actors: --workers and --shards must be positive", file=sys.stderr)
         return EXIT_USAGE
+    if not args.lease_ttl > 0:  # also NaN
+        print(f"agent-actors: --lease-ttl must be positive, got {args.lease_ttl}", file=sys.stderr)
+        return EXIT_USAGE
     passed: list[str] = []
     for flag, value in (("--config", args.config), ("--sessions", args.sessions)):
         if value is not None:

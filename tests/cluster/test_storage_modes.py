@@ -131,8 +131,8 @@ class TestConfig:
 
 
 def test_cli_usage_errors(tmp_path: Path) -> None:
-    """Shared mode without a storage id, and a non-loopback worker endpoint without
-    --insecure, are usage errors."""
+    """Shared mode without a storage id, a non-loopback worker endpoint without --insecure,
+    and a lease TTL that is not positive are usage errors."""
     base = [sys.executable, "-m", "actors", "serve", "--data", str(tmp_path), "--workers", "1"]
     cases = [
         (
@@ -140,6 +140,8 @@ def test_cli_usage_errors(tmp_path: Path) -> None:
             "--storage-mode shared needs --storage-id",
         ),
         (["--worker-endpoint", "tcp://10.9.9.9:*"], "--worker-endpoint: refusing to serve"),
+        (["--lease-ttl", "0"], "--lease-ttl must be positive, got 0.0"),
+        (["--lease-ttl", "nan"], "--lease-ttl must be positive, got nan"),
     ]
     for extra, message in cases:
         result = subprocess.run(
