@@ -413,7 +413,7 @@ async def test_shared_storage_spreads_and_fails_over_across_hosts(net: Net, tmp_
                 )
                 # T + 1 s after the cut; the slack covers a busy 2-core machine.
                 print(f"shards of the cut-off host moved after {moved:.2f} s", file=sys.stderr)
-                assert moved < T + 1 + 3, f"shards moved after {moved:.2f} s"
+                assert moved < T + 1 + 5, f"shards moved after {moved:.2f} s"
                 info = await via_b.call("sessions/info", {"agentId": me})
                 assert info["sessionId"] == me
 
