@@ -3,7 +3,9 @@
 The public names of the file reference subsystem, gathered from its private modules (one job
 each): ``_file_references_query`` (candidate record, grammar, lexical containment),
 ``_file_references_rank`` (score tiers and tie-breaks), ``_file_references_pool`` (ranking a
-prepared pool at keystroke rate), ``_file_references_fs`` (link-proof
+prepared pool at keystroke rate), ``_file_references_groups`` and ``_file_references_bits``
+(the path and subsequence tiers per parent directory, and with bit sets),
+``_file_references_fs`` (link-proof
 directory access), ``_file_references_index`` (breadth-first index), ``_file_references_ignore``
 (opt-in ignore files), ``_file_references_listing`` (directory mode),
 ``_file_references_config`` (the ``[fileReferences]`` table) and ``_file_references_service``

@@ -114,6 +114,16 @@ class FileIndex:
                     queue.append(path)
         return ordered
 
+    def prepare(self, abort: threading.Event | None = None) -> None:
+        """Do the ranking's one-off preparation now (a worker thread after the build), so the
+        first keystroke that needs it does not wait for it.
+
+        Raises:
+            RankAbortedError: ``abort`` was set.
+        """
+        self.visible.prepare(abort)
+        self.hidden.prepare(abort)
+
     def statistics(self) -> FileIndexStatistics:
         """Return a snapshot of the index's size and whether the cap cut it off."""
         return FileIndexStatistics(
@@ -140,16 +150,34 @@ class FileIndex:
         Raises:
             RankAbortedError: ``abort`` was set.
         """
+        found = self._search(needle, limit, abort, cached_only=False)
+        assert found is not None  # only a cached-only search returns None
+        return found
+
+    def search_cached(self, needle: str, limit: int) -> list[FileCandidate] | None:
+        """The answer of an earlier identical query (kept by the pools), or ``None``: no
+        ranking, so a caller can answer repeated keystrokes (backspacing, retyping) inline."""
+        return self._search(needle, limit, None, cached_only=True)
+
+    def _search(
+        self, needle: str, limit: int, abort: threading.Event | None, *, cached_only: bool
+    ) -> list[FileCandidate] | None:
         prepared = prepare_needle(needle)
-        visible = self.visible
-        shown = visible.rank(prepared, limit, abort)
-        if not needle.startswith("."):
-            return [visible.candidate(row) for _, row in shown]
-        hidden = self.hidden
+        pools = (self.visible,) if not needle.startswith(".") else (self.visible, self.hidden)
+        found: list[list[Ranked]] = []
+        for pool in pools:
+            ranked = (
+                pool.cached(prepared, limit) if cached_only else pool.rank(prepared, limit, abort)
+            )
+            if ranked is None:
+                return None
+            found.append(ranked)
+        if len(pools) == 1:
+            return [self.visible.candidate(row) for _, row in found[0]]
         merged: list[tuple[tuple[int, bool, int, str], RankPool, Ranked]] = [
             (pool.order_key(ranked), pool, ranked)
-            for pool, found in ((visible, shown), (hidden, hidden.rank(prepared, limit, abort)))
-            for ranked in found
+            for pool, results in zip(pools, found, strict=True)
+            for ranked in results
         ]
         merged.sort(key=_first)
         return [pool.candidate(ranked[1]) for _, pool, ranked in merged[:limit]]

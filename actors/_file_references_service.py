@@ -42,6 +42,7 @@ from actors._file_references_query import (
     absolute_root,
     parse_query,
 )
+from actors._file_references_rank import RankAbortedError
 
 __all__ = [
     "TOOL_RESULT_EVENT",
@@ -58,6 +59,7 @@ _LOG: Final = logging.getLogger(__name__)
 # thread, so a slow ranking never stalls the event loop.
 _INLINE_RANK_LIMIT: Final = 20_000
 _DEFAULT_SCAN_THREADS: Final = 4
+_PREPARE_DELAY: Final = 0.05  # seconds between a finished scan and its ranking preparation
 
 TOOL_RESULT_EVENT: Final = "tool/result"
 """The session event type after which an agent's index is stale (spec §1.5)."""
@@ -105,6 +107,8 @@ class _Generation:
     error: Exception | None = None
     invalidated: bool = False
     waiters: int = 0
+    prepare_abort: threading.Event = attrs.field(factory=threading.Event)
+    """Stops the ranking preparation that follows a finished scan."""
 
     def outcome(self) -> FileIndex:
         if self.index is not None and not self.invalidated:
@@ -114,6 +118,7 @@ class _Generation:
         raise FileIndexInvalidatedError
 
     def invalidate(self) -> None:
+        self.prepare_abort.set()
         if self.done.is_set():
             return
         self.invalidated = True
@@ -215,6 +220,11 @@ class FileReferenceService:
         limit = self._config.max_results
         if len(index) <= _INLINE_RANK_LIMIT:
             return index.search(parsed.needle, limit)
+        # A repeated query (backspacing, retyping) is answered from the kept results, with no
+        # thread hop.
+        cached = index.search_cached(parsed.needle, limit)
+        if cached is not None:
+            return cached
         # A superseded keystroke leaves at once (the thread is abandoned) and its thread stops
         # at the ranking's next check instead of finishing work nobody will read.
         abort = threading.Event()
@@ -336,3 +346,29 @@ class FileReferenceService:
             # On shutdown the task is cancelled from outside; stop an abandoned walk as well.
             generation.abort.set()
             generation.done.set()
+        if generation.index is not None and not generation.invalidated:
+            await self._prepare(generation.index, generation)
+
+    async def _prepare(self, index: FileIndex, generation: _Generation) -> None:
+        # After the waiters have their index: the ranking's one-off work (grouping by parent
+        # directory, the subsequence tier's bit sets) in a worker thread, so the first
+        # keystroke that needs it does not pay for it. It starts a moment later, so the
+        # waiters' own rankings do not share the interpreter with it.
+        try:
+            await trio.sleep(_PREPARE_DELAY)
+            if generation.prepare_abort.is_set():
+                return
+            await trio.to_thread.run_sync(
+                index.prepare,
+                generation.prepare_abort,
+                abandon_on_cancel=True,
+                limiter=self._scan_limiter,
+            )
+        except RankAbortedError:
+            pass  # invalidated or disposed meanwhile
+        except Exception as exc:
+            _LOG.warning(
+                "file-reference-local: preparing the index of %s failed", index.root, exc_info=exc
+            )
+        finally:
+            generation.prepare_abort.set()  # a cancelled (abandoned) thread stops as well

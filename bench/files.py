@@ -11,7 +11,9 @@
 - **first query**: the time of a fresh agent's first global query (the index build plus the
   ranking), through `FileReferenceService` directly and through the wire (``python -m actors
   serve``, ``fileReferences/list``), interleaved with the baseline: a plain ``os.walk`` of the
-  same tree (every directory, nothing pruned), in the same run; medians of ``--runs``.
+  same tree (every directory, nothing pruned), in the same run; medians of ``--runs``. Each
+  run is followed by a ``SETTLE_SECONDS`` pause, so the background preparation that follows a
+  build does not overlap the next baseline walk.
 - **keystrokes**: 10 realistic queries typed character by character after ``@`` (the empty
   query first), each keystroke one call with ``supersede="typing"``, the next sent when the
   answer is in; ``--rounds`` rounds on a warm index. A paced run sends a keystroke every
@@ -85,6 +87,10 @@ QUERIES = (
 )  # fmt: skip
 EXCLUDED = frozenset(FileReferencesConfig().excluded_directories)
 KEYSTROKE_P99_MS = 10.0
+#: Pause after each first query: the service prepares a new index's ranking structures in the
+#: background right after the build (about a second of CPU or less), and that must not overlap the
+#: next run's os.walk baseline nor the first typed keystrokes.
+SETTLE_SECONDS = 2.0
 SLOWEST = 5  # keystrokes listed per typed series
 FIRST_QUERY_RATIO = 1.5
 #: Share of the files per part of the tree (the packages take the rest).
@@ -332,6 +338,7 @@ async def measure_service(
                 entries[name] = _camel(attrs.asdict(stats)) if stats is not None else None
                 if run < settings.runs:
                     service.dispose(key)
+            await trio.sleep(SETTLE_SECONDS)
             progress(f"service: first-query run {run} done")
         for name in ("fullTree", "defaultCap"):
             call = functools.partial(services[name].list, f"run-{settings.runs}", root)
@@ -412,6 +419,7 @@ async def measure_wire(
                     raise BenchError(f"no candidates for {QUERIES[0][0]!r} in {root}")
                 if run:
                     first.append(elapsed)
+                await trio.sleep(SETTLE_SECONDS)
 
             async def call(text: str) -> None:
                 await client.call(
