@@ -21,6 +21,7 @@ the cache can always be rebuilt, so a commit needs no fsync.
 
 from __future__ import annotations
 
+import random
 import sqlite3
 import threading
 import time
@@ -192,6 +193,11 @@ _ROW_FIELDS = (
 )
 
 
+#: Seconds `ProjectionCache.open` keeps retrying a database that other processes are setting
+#: up at the same moment.
+_OPEN_PATIENCE = 10.0
+
+
 def _row(values: Sequence[Any]) -> CachedSession:
     return CachedSession(**dict(zip(_ROW_FIELDS, values, strict=True)))
 
@@ -219,14 +225,33 @@ class ProjectionCache:
             ProjectionCacheError: the file is not a usable SQLite database.
         """
         file = Path(path)
-        try:
-            file.parent.mkdir(parents=True, exist_ok=True)
-            writer = _connect(file)
-            _migrate(writer)
-            reader = _connect(file)
-        except (OSError, sqlite3.Error) as error:
-            raise ProjectionCacheError(f"{file}: cannot open projection cache: {error}") from None
-        return cls(file, writer, reader)
+        give_up = time.monotonic() + _OPEN_PATIENCE
+        while True:
+            try:
+                file.parent.mkdir(parents=True, exist_ok=True)
+                writer = _connect(file)
+                try:
+                    _migrate(writer)
+                    reader = _connect(file)
+                except BaseException:
+                    writer.close()
+                    raise
+            except sqlite3.OperationalError as error:
+                # Workers starting together open one new file at once. Switching it to WAL and
+                # creating the schema take locks for which SQLite answers "database is locked"
+                # at once, without its busy handler (to avoid a deadlock between upgraders):
+                # wait a little and try again rather than fail the process.
+                if "locked" in str(error) and time.monotonic() < give_up:
+                    time.sleep(random.uniform(0.01, 0.05))
+                    continue
+                raise ProjectionCacheError(
+                    f"{file}: cannot open projection cache: {error}"
+                ) from None
+            except (OSError, sqlite3.Error) as error:
+                raise ProjectionCacheError(
+                    f"{file}: cannot open projection cache: {error}"
+                ) from None
+            return cls(file, writer, reader)
 
     def close(self) -> None:
         """Close both connections (idempotent)."""

@@ -208,3 +208,30 @@ def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
     path.write_bytes(b"not a database at all" * 100)
     with pytest.raises(ProjectionCacheError, match=r"cache\.sqlite3: cannot open projection cache"):
         ProjectionCache.open(path)
+
+
+def _open_at(path: str, start_at: float) -> str:
+    """Child process: wait for the common start time, open the cache, report."""
+    while time.time() < start_at:
+        pass
+    try:
+        ProjectionCache.open(path).close()
+    except ProjectionCacheError as exc:
+        return str(exc)
+    return "ok"
+
+
+def test_processes_opening_one_new_cache_at_once_all_succeed(tmp_path: Path) -> None:
+    """Workers starting together open one new file at once: SQLite answers some of them
+    "database is locked" without waiting (the WAL switch, the schema); each still opens."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    failures = []
+    with context.Pool(6) as pool:
+        for round_ in range(10):
+            path = str(tmp_path / f"round{round_}" / "sessions.sqlite3")
+            start_at = time.time() + 1.0
+            results = pool.starmap(_open_at, [(path, start_at)] * 6)
+            failures += [r for r in results if r != "ok"]
+    assert failures == []
