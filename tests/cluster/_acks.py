@@ -111,6 +111,47 @@ class CallLog:
         return counts
 
 
+#: One append through some route: ``(endpoint, args)`` → ``(result, worker that acked or None)``.
+AppendVia = Callable[[str, dict[str, Any]], Awaitable[tuple[Any, str | None]]]
+
+
+async def keep_appending(
+    append: AppendVia,
+    agents: list[str],
+    acks: AckLog,
+    calls: CallLog,
+    stop: trio.Event,
+    *,
+    tag: str = "",
+    bound: float = 10,
+    via: str = "",
+) -> None:
+    """Append one user message to each of ``agents`` in turn until ``stop``: every call goes in
+    ``calls`` with its one outcome, every acknowledged one in ``acks`` with its send and receive
+    times (a failed call backs off 50 ms)."""
+    from tests.cluster._cluster import user_message
+
+    k = 0
+    while not stop.is_set():
+        for agent in agents:
+            k += 1
+            text = f"{agent}/{tag}{k}"
+            args = {"agentId": agent, "events": [user_message(text)]}
+
+            async def attempt(args: dict[str, Any] = args) -> tuple[Any, str | None]:
+                return await append("sessions/append", args)
+
+            sent = trio.current_time()
+            ok, answer = await calls.run(agent, attempt, bound=bound, via=via)
+            if ok:
+                result, worker = answer
+                acks.record(
+                    agent, text, result, worker=worker, sent=sent, received=trio.current_time()
+                )
+            else:
+                await trio.sleep(0.05)
+
+
 @attrs.define
 class Tenure:
     """One claim of a shard: its owner, its epoch (``create_revision``), when it was seen."""

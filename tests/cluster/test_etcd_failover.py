@@ -21,14 +21,15 @@ import os
 import signal
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 
 from actors.cluster import shard_of
 from actors.cluster._etcd_http import open_etcd_client
-from tests.cluster._acks import AckLog, CallLog, OwnershipLog, Tenure
-from tests.cluster._cluster import SHARDS, Cluster, running_cluster, user_message
+from tests.cluster._acks import AckLog, CallLog, OwnershipLog, Tenure, keep_appending
+from tests.cluster._cluster import SHARDS, Cluster, running_cluster
 from tests.cluster._etcd import EtcdCluster
 from wire import Client, open_client
 
@@ -164,23 +165,10 @@ async def _failover(tmp_path: Path, etcd: EtcdCluster, *, stop_first: bool) -> d
 async def _appender(
     client: Client, agents: list[str], acks: AckLog, calls: CallLog, stop: trio.Event
 ) -> None:
-    k = 0
-    while not stop.is_set():
-        for agent in agents:
-            k += 1
-            text = f"{agent}/{k}"
+    async def append(endpoint: str, args: dict[str, Any]) -> tuple[Any, str | None]:
+        return await client.call(endpoint, args), None
 
-            async def append(agent: str = agent, text: str = text) -> object:
-                return await client.call(
-                    "sessions/append", {"agentId": agent, "events": [user_message(text)]}
-                )
-
-            sent = trio.current_time()
-            ok, result = await calls.run(agent, append, bound=10)
-            if ok:
-                acks.record(agent, text, result, sent=sent, received=trio.current_time())
-            else:
-                await trio.sleep(0.05)
+    await keep_appending(append, agents, acks, calls, stop, bound=10)
 
 
 async def _sleeper(client: Client, agent: str, calls: CallLog) -> None:

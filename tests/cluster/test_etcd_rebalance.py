@@ -34,7 +34,15 @@ import zmq
 from actors.cluster import rendezvous_owner
 from actors.cluster._direct import ClusterClient, open_cluster_client
 from actors.cluster._etcd_http import open_etcd_client
-from tests.cluster._acks import Ack, AckLog, CallLog, OwnershipLog, Tenure, ack_window_problems
+from tests.cluster._acks import (
+    Ack,
+    AckLog,
+    CallLog,
+    OwnershipLog,
+    Tenure,
+    ack_window_problems,
+    keep_appending,
+)
 from tests.cluster._cluster import SHARDS, running_cluster, user_message
 from tests.cluster._etcd import EtcdCluster
 from tests.cluster.test_etcd_failover import TYPED, agent_per_shard
@@ -248,53 +256,20 @@ def raw_appends(address: str, agents: list[str], stop: threading.Event) -> dict[
 async def _via_supervisor(
     client: Client, agents: list[str], acks: AckLog, calls: CallLog, stop: trio.Event
 ) -> None:
-    k = 0
-    while not stop.is_set():
-        for agent in agents:
-            k += 1
-            text = f"{agent}/s{k}"
+    async def append(endpoint: str, args: dict[str, Any]) -> tuple[Any, str | None]:
+        return await client.call(endpoint, args), None
 
-            async def append(agent: str = agent, text: str = text) -> object:
-                return await client.call(
-                    "sessions/append", {"agentId": agent, "events": [user_message(text)]}
-                )
-
-            sent = trio.current_time()
-            ok, result = await calls.run(agent, append, bound=15, via="supervisor")
-            if ok:
-                acks.record(agent, text, result, sent=sent, received=trio.current_time())
-            else:
-                await trio.sleep(0.05)
+    await keep_appending(append, agents, acks, calls, stop, tag="s", bound=15, via="supervisor")
 
 
 async def _routed(
     direct: ClusterClient, agents: list[str], acks: AckLog, calls: CallLog, stop: trio.Event
 ) -> None:
-    k = 0
-    while not stop.is_set():
-        for agent in agents:
-            k += 1
-            text = f"{agent}/d{k}"
+    async def append(endpoint: str, args: dict[str, Any]) -> tuple[Any, str | None]:
+        result, claim = await direct.call_traced(endpoint, args)
+        return result, claim.worker_id if claim is not None else None
 
-            async def append(agent: str = agent, text: str = text) -> object:
-                return await direct.call_traced(
-                    "sessions/append", {"agentId": agent, "events": [user_message(text)]}
-                )
-
-            sent = trio.current_time()
-            ok, answer = await calls.run(agent, append, bound=15, via="direct")
-            if ok:
-                result, claim = answer
-                acks.record(
-                    agent,
-                    text,
-                    result,
-                    worker=claim.worker_id if claim is not None else None,
-                    sent=sent,
-                    received=trio.current_time(),
-                )
-            else:
-                await trio.sleep(0.05)
+    await keep_appending(append, agents, acks, calls, stop, tag="d", bound=15, via="direct")
 
 
 async def _appended_after(acks: AckLog, agents: list[str], since: float) -> None:
