@@ -241,12 +241,7 @@ class _Scanner:
             return False
         expected = self.count
         if type(first_seq) not in (int, float) or first_seq != expected:
-            got = "undefined" if first_seq is _UNDEFINED else js_str(first_seq)
-            self.issue = LogCorruptError(
-                f"corrupt session log: seq gap in committed region at line {self.line_no} "
-                f"(expected {expected}, got {got})",
-                line=self.line_no,
-            )
+            self.issue = self._seq_gap(first_seq, expected)
             if _is_turn_end(item):
                 raise self.issue
             return False
@@ -262,6 +257,14 @@ class _Scanner:
         self.count += count
         self.committed = end
         return False
+
+    def _seq_gap(self, first_seq: Any, expected: int) -> LogCorruptError:
+        got = "undefined" if first_seq is _UNDEFINED else js_str(first_seq)
+        return LogCorruptError(
+            f"corrupt session log: seq gap in committed region at line {self.line_no} "
+            f"(expected {expected}, got {got})",
+            line=self.line_no,
+        )
 
     def consume_fenced(self, line: bytes, end: int) -> None:
         """Consume one line once the log has shown an epoch marker: `consume_plain` plus the
@@ -317,12 +320,7 @@ class _Scanner:
             self.committed = end
             return
         if type(first_seq) not in (int, float) or first_seq != expected:
-            got = "undefined" if first_seq is _UNDEFINED else js_str(first_seq)
-            self.issue = LogCorruptError(
-                f"corrupt session log: seq gap in committed region at line {self.line_no} "
-                f"(expected {expected}, got {got})",
-                line=self.line_no,
-            )
+            self.issue = self._seq_gap(first_seq, expected)
             if _is_turn_end(item):
                 raise self.issue
             return
