@@ -24,6 +24,7 @@ from wire._client_protocol import ClientProtocol, ClientState, Lost, Ready, Reso
 from wire._endpoints import EndpointSpec
 from wire._errors import (
     CancelReason,
+    DeadlineExceededError,
     PeerLostError,
     ResultInvalidError,
     UnavailableError,
@@ -47,6 +48,12 @@ class ClientStatistics:
     state: str
     #: Frames held back because the server was not reading.
     backlog_frames: int
+
+
+#: How far ahead of the caller's own deadline a server's ``deadline-exceeded`` may arrive and
+#: still be left to the caller's scope (the server counts the budget from the call's arrival,
+#: so its deadline is never earlier; this covers clock reads a few ms apart).
+_DEADLINE_LEEWAY = 0.05
 
 
 class Client:
@@ -125,11 +132,27 @@ class Client:
                     pass  # the connection is gone; so is the server's interest in the call
             return trio.lowlevel.Abort.SUCCEEDED
 
+        error: WireError | None = None
         try:
             value = await trio.lowlevel.wait_task_rescheduled(abort)
+        except WireError as exc:
+            error = exc
         finally:
             if not aborted:
                 self._pump.expecting -= 1  # woken by _apply, which counted us
+        if error is not None:
+            if isinstance(error, DeadlineExceededError) and (
+                deadline - self._now() <= _DEADLINE_LEEWAY
+            ):
+                # The server enforced the budget our own deadline set, and its frame beat our
+                # deadline's processing (read in the same drain, say). The deadline is the
+                # caller's: let its scope end the call, as it would a local one.
+                await trio.sleep_until(deadline)
+            else:
+                # An error handed over in the batch where the caller's scope was cancelled: the
+                # caller sees its cancellation, as for a result.
+                await trio.lowlevel.checkpoint_if_cancelled()
+            raise error
         # The result may have been handed over in the same batch the caller's scope was
         # cancelled: never give it to a cancelled caller.
         await trio.lowlevel.checkpoint_if_cancelled()

@@ -140,8 +140,8 @@ class Server:
         self._idle.set()
         self._stopping = False
         self._stopped = trio.Event()
-        #: The run's clock (trio.current_time() looks it up through two more calls), for a
-        #: message handled outside a pump's drain. Set by :meth:`run`.
+        #: The run's clock (trio.current_time() looks it up through two more calls), read once
+        #: per message. Set by :meth:`run`.
         self._now: Callable[[], float] = trio.current_time
         self.addresses: list[str] = []
         for endpoint in _system_endpoints(self):
@@ -249,9 +249,10 @@ class Server:
             return
         if self.security is not None:
             self._note_caller(peer)
-        pump = self._pump
-        now = pump.received_at if pump is not None else self._now()
-        self._apply(self._protocol.receive(peer, frames[0], now))
+        # A fresh reading per message, not the drain's start: a call's deadline is its arrival
+        # plus the budget it carries, and an earlier arrival time would end it before the
+        # caller's own deadline.
+        self._apply(self._protocol.receive(peer, frames[0], self._now()))
 
     def _note_caller(self, peer: bytes) -> None:
         """Remember the key of the connection that sent the message being handled. A peer

@@ -394,3 +394,50 @@ async def test_a_stranger_that_never_reads_costs_no_backlog(
         finally:
             stranger.close(linger=0)
         await server.aclose()
+
+
+def _deadline_refuser(sock: zmq.Socket[bytes], calls: int) -> None:
+    """A server that welcomes the client, then answers each call deadline-exceeded at once
+    (as a server whose deadline fired first would)."""
+    from wire._codec import encode
+    from wire._messages import Error, Welcome
+
+    peer, _hello = sock.recv_multipart()
+    welcome = Welcome(
+        heartbeat_ms=1000, peer_timeout_ms=3000, max_frame_bytes=1 << 20, max_in_flight=64
+    )
+    sock.send_multipart([peer, encode(welcome)])
+    for _ in range(calls):
+        peer, frame = sock.recv_multipart()
+        call = msgpack.unpackb(frame)
+        error = Error(
+            id=call["id"],
+            code="deadline-exceeded",
+            message="deadline exceeded while running",
+            details={"state": "running", "reason": "deadline"},
+        )
+        sock.send_multipart([peer, encode(error)])
+
+
+async def test_a_server_deadline_frame_ends_the_call_as_the_callers_own_deadline() -> None:
+    """A deadline-exceeded frame that arrives just before the caller's own deadline leaves the
+    ending to the caller's scope (move_on_after catches it, as for a local call); one that
+    arrives long before it is raised as DeadlineExceededError."""
+    from wire import DeadlineExceededError
+
+    context = zmq.Context.instance()
+    sock = context.socket(zmq.ROUTER)
+    sock.setsockopt(zmq.LINGER, 0)
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.to_thread.run_sync, _deadline_refuser, sock, 2)
+            with trio.fail_after(20):
+                async with open_client(f"tcp://127.0.0.1:{port}") as client:
+                    with trio.move_on_after(0.03) as near:
+                        await client.call("t/sleep", {"seconds": 5})
+                    assert near.cancelled_caught
+                    with pytest.raises(DeadlineExceededError), trio.move_on_after(10):
+                        await client.call("t/sleep", {"seconds": 5})
+    finally:
+        sock.close(linger=0)
