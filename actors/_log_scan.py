@@ -144,6 +144,18 @@ def _share_keys(value: Any, depth: int) -> Any:
 _NESTED = (dict, list)
 
 
+def _normalized(event: dict[str, Any], seq: int) -> dict[str, Any]:
+    """One committed event as kept: keys shared, and integers that JSON spelled as 1.0 made
+    plain numbers, as upstream holds them."""
+    event = _share_keys(event, _SHARED_DEPTH)
+    if type(event["seq"]) is float:
+        event["seq"] = seq
+    time = event.get("time")
+    if type(time) is float and time.is_integer():
+        event["time"] = int(time)
+    return event
+
+
 def _is_turn_end(item: object) -> bool:
     return type(item) is dict and item.get("type") == "turn/end"
 
@@ -246,13 +258,7 @@ class _Scanner:
                 raise self.issue
             return False
         if type(item) is dict:
-            item = _share_keys(item, _SHARED_DEPTH)
-            # JSON may spell integers as 1.0; upstream holds them as plain numbers.
-            if type(item["seq"]) is float:
-                item["seq"] = expected
-            time = item.get("time")
-            if type(time) is float and time.is_integer():
-                item["time"] = int(time)
+            item = _normalized(item, expected)
         self.items.append(item)
         self.count += count
         self.committed = end
@@ -325,12 +331,7 @@ class _Scanner:
                 raise self.issue
             return
         if type(item) is dict:
-            item = _share_keys(item, _SHARED_DEPTH)
-            if type(item["seq"]) is float:
-                item["seq"] = expected
-            time = item.get("time")
-            if type(time) is float and time.is_integer():
-                item["time"] = int(time)
+            item = _normalized(item, expected)
         if marker is not None:
             fence.record_mark(len(self.items), expected, marker)
         self.items.append(item)
