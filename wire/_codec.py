@@ -58,11 +58,7 @@ def encode(message: Message) -> bytes:
     Raises:
         LocalProtocolError: a value in the message cannot be represented in msgpack.
     """
-    try:
-        frame: bytes = _PACKERS.packer.pack(_to_map(message))
-        return frame
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise LocalProtocolError(f"cannot encode {message.KIND}: {exc}") from exc
+    return _pack(_to_map(message), message.KIND)
 
 
 def encode_result(call_id: int, value: Any) -> bytes:
@@ -71,11 +67,7 @@ def encode_result(call_id: int, value: Any) -> bytes:
     Raises:
         LocalProtocolError: ``value`` cannot be represented in msgpack.
     """
-    try:
-        frame: bytes = _PACKERS.packer.pack({"type": "result", "id": call_id, "value": value})
-        return frame
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise LocalProtocolError(f"cannot encode {Result.KIND}: {exc}") from exc
+    return _pack(_result_map(call_id, value), Result.KIND)
 
 
 def encode_call(
@@ -90,13 +82,19 @@ def encode_call(
     Raises:
         LocalProtocolError: an argument cannot be represented in msgpack.
     """
+    return _pack(_call_map(call_id, endpoint, args, deadline_ms, supersede), Call.KIND)
+
+
+def _pack(fields: dict[str, Any], kind: str) -> bytes:
     try:
-        frame: bytes = _PACKERS.packer.pack(
-            _call_map(call_id, endpoint, args, deadline_ms, supersede)
-        )
+        frame: bytes = _PACKERS.packer.pack(fields)
         return frame
     except (TypeError, ValueError, OverflowError) as exc:
-        raise LocalProtocolError(f"cannot encode {Call.KIND}: {exc}") from exc
+        raise LocalProtocolError(f"cannot encode {kind}: {exc}") from exc
+
+
+def _result_map(call_id: int, value: Any) -> dict[str, Any]:
+    return {"type": "result", "id": call_id, "value": value}
 
 
 def _call_map(
@@ -121,7 +119,7 @@ def _to_map(message: Message) -> dict[str, Any]:
                 message.id, message.endpoint, message.args, message.deadline_ms, message.supersede
             )
         case Result():
-            return {"type": "result", "id": message.id, "value": message.value}
+            return _result_map(message.id, message.value)
         case Error():
             return {
                 "type": "error",
