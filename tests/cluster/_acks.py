@@ -111,6 +111,35 @@ class CallLog:
         return counts
 
 
+async def append_logged(
+    call: Callable[[str, dict[str, Any]], Awaitable[Any]],
+    acks: AckLog,
+    agent: str,
+    text: str,
+    *,
+    bound: float,
+    worker: str | None = None,
+) -> bool:
+    """Append ``text`` as one user message to ``agent`` through ``call`` (``client.call``, say)
+    within ``bound`` seconds (a hang fails the test): an acknowledgement goes in ``acks`` with
+    its send and receive times, a typed failure in ``acks.failures``, after which this backs
+    off 50 ms. Whether the append was acknowledged."""
+    from tests.cluster._cluster import user_message
+
+    sent = trio.current_time()
+    try:
+        with trio.fail_after(bound):
+            result = await call(
+                "sessions/append", {"agentId": agent, "events": [user_message(text)]}
+            )
+    except WireError as exc:
+        acks.failures.append((trio.current_time(), exc.code.value))
+        await trio.sleep(0.05)
+        return False
+    acks.record(agent, text, result, worker=worker, sent=sent, received=trio.current_time())
+    return True
+
+
 #: One append through some route: ``(endpoint, args)`` → ``(result, worker that acked or None)``.
 AppendVia = Callable[[str, dict[str, Any]], Awaitable[tuple[Any, str | None]]]
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import trio
 
 from actors.cluster import rendezvous_owner, shard_of
-from tests.cluster._acks import AckLog
+from tests.cluster._acks import AckLog, append_logged
 from tests.cluster._cluster import SHARDS, running_cluster, user_message
-from wire import PeerLostError, UnavailableError, WireError, open_client
+from wire import PeerLostError, UnavailableError, open_client
 
 
 def agents_on(worker: str, count: int, prefix: str) -> list[str]:
@@ -51,18 +51,10 @@ async def test_sigkilled_worker_restarts_and_loses_no_acked_append(tmp_path: Pat
                     k = 0
                     while not stop.is_set():
                         k += 1
-                        text = f"{agent}/{k}"
-                        try:
-                            with trio.fail_after(15):
-                                result = await client.call(
-                                    "sessions/append",
-                                    {"agentId": agent, "events": [user_message(text)]},
-                                )
-                        except WireError as exc:
-                            acks.failures.append((trio.current_time(), exc.code.value))
-                            await trio.sleep(0.05)
+                        if not await append_logged(
+                            client.call, acks, agent, f"{agent}/{k}", bound=15
+                        ):
                             continue
-                        acks.record(agent, text, result)
                         if killed_at is not None:
                             after_kill[agent] = after_kill.get(agent, 0) + 1
 

@@ -25,7 +25,7 @@ import trio
 from actors.cluster import CoordinatorError, rendezvous_owner, shard_of
 from actors.cluster._etcd_http import EtcdClient, open_etcd_client, prefix_end
 from actors.cluster._fencing import default_margin
-from tests.cluster._acks import AckLog
+from tests.cluster._acks import AckLog, append_logged
 from tests.cluster._cluster import SHARDS, running_cluster, user_message
 from tests.cluster._etcd import EtcdCluster, etcd_binary, start_etcd
 from wire import Client, WireError, open_client
@@ -217,25 +217,10 @@ async def test_zombie_owner_acks_nothing_after_its_deadline(
                             await regained.wait()
                         k += 1
                         text = f"{agent}/{k}"
-                        sent = trio.current_time()
-                        try:
-                            with trio.fail_after(20):
-                                result = await direct.call(
-                                    "sessions/append",
-                                    {"agentId": agent, "events": [user_message(text)]},
-                                )
-                        except WireError as exc:
-                            acks.failures.append((trio.current_time(), exc.code.value))
-                            await trio.sleep(0.05)
+                        if not await append_logged(
+                            direct.call, acks, agent, text, bound=20, worker=W1
+                        ):
                             continue
-                        acks.record(
-                            agent,
-                            text,
-                            result,
-                            worker=W1,
-                            sent=sent,
-                            received=trio.current_time(),
-                        )
                         if regained.is_set():
                             after_regain += 1
                         await trio.sleep(0.02)
@@ -354,20 +339,8 @@ async def _outage(tmp_path: Path, etcd: EtcdCluster, *, members: int) -> None:
                     k = 0
                     while True:
                         k += 1
-                        text = f"{agent}/{k}"
-                        sent = trio.current_time()
-                        try:
-                            with trio.fail_after(20):
-                                result = await client.call(
-                                    "sessions/append",
-                                    {"agentId": agent, "events": [user_message(text)]},
-                                )
-                        except WireError as exc:
-                            acks.failures.append((trio.current_time(), exc.code.value))
+                        if await append_logged(client.call, acks, agent, f"{agent}/{k}", bound=20):
                             await trio.sleep(0.05)
-                            continue
-                        acks.record(agent, text, result, sent=sent, received=trio.current_time())
-                        await trio.sleep(0.05)
 
                 async def reader(agent: str) -> None:
                     while True:
