@@ -82,16 +82,17 @@ async def call_owner(
         current = view()
         claim: Claim | None = None
         if current is not None and current.shard_count:
-            claim = current.owner(shard_of(agent_id, current.shard_count))
-        elif current is not None and current.shard_count:
-            lost = shard_of(agent_id, current.shard_count)
-            if stranded(current, lost):
+            shard = shard_of(agent_id, current.shard_count)
+            claim = current.owner(shard)
+            if claim is None and stranded(current, shard):
                 # Bound to a storage no live worker sees: no owner can come until its host
                 # returns or is evicted, so waiting out max_wait would only delay the answer.
+                storage = current.binding(shard)
                 raise UnavailableError(
-                    f"shard {lost} of agent {agent_id!r} is bound to storage "
-                    f"{current.binding(lost)!r}, which no live worker sees",
-                    details={"agentId": agent_id, "shard": lost},
+                    f"shard {shard} of agent {agent_id!r} lives on storage {storage!r}, "
+                    "which no live worker sees (its host is down or cut off; "
+                    "`agent-actors cluster evict-host` gives it up)",
+                    details={"agentId": agent_id, "shard": shard, "storageId": storage},
                 )
         if claim is not None:
             try:
@@ -128,11 +129,11 @@ async def call_owner(
                     return value
         remaining = give_up - trio.current_time()
         if remaining <= 0:
-            shard = shard_of(agent_id, current.shard_count) if current else None
+            waited_for = shard_of(agent_id, current.shard_count) if current else None
             raise UnavailableError(
-                f"no worker serves shard {shard} of agent {agent_id!r} "
+                f"no worker serves shard {waited_for} of agent {agent_id!r} "
                 f"(waited {max_wait:g} s for an owner)",
-                details={"agentId": agent_id, "shard": shard},
+                details={"agentId": agent_id, "shard": waited_for},
             )
         await wait_change(min(remaining, 0.05 if claim is not None else 0.5))
 

@@ -35,10 +35,10 @@ from actors.cluster._coordinator_wire import coordinator_endpoints
 from actors.cluster._epoch_floor import revision_floor
 from actors.cluster._etcd_cluster import EtcdMirror, open_supervisor_view
 from actors.cluster._pool import ClientPool
-from actors.cluster._router import forwarding_registry, routing_key
-from actors.cluster._shards import DEFAULT_SHARDS, placement_owner, shard_of
-from actors.cluster._storage import Placement, StorageMode, default_host_id, stranded
-from wire import CallContext, Registry, Server, ServerLimits, UnavailableError
+from actors.cluster._router import forwarding_registry
+from actors.cluster._shards import DEFAULT_SHARDS, placement_owner
+from actors.cluster._storage import Placement, StorageMode, default_host_id
+from wire import Registry, Server, ServerLimits
 
 __all__ = ["WORKER_READY", "ClusterOptions", "supervise"]
 
@@ -314,7 +314,6 @@ async def supervise(
                     await coordinator.changed(coordinator.revision)
 
             registry = forwarding_registry(described, pool, coordinator.current, wait_change)
-            _refuse_stranded(registry, coordinator.current)
             public = Server(registry, limits=limits)
             addresses = await nursery.start(public.run, list(endpoints))
             if on_ready is not None:
@@ -333,32 +332,3 @@ async def supervise(
                     await control.aclose()
                 nursery.cancel_scope.cancel()
                 break
-
-
-def _refuse_stranded(registry: Registry, view: Callable[[], Any]) -> None:
-    """Make each forwarded endpoint answer ``unavailable`` at once for a shard bound to a
-    storage no live worker sees (local mode, its host gone): no worker may claim it, so
-    waiting for an owner would only hang until the routing timeout."""
-
-    def guarded(name: str, handler: Any) -> Any:
-        async def guard(context: CallContext, args: dict[str, Any]) -> Any:
-            agent_id = routing_key(args)
-            current = view()
-            if agent_id is not None and current is not None and current.shard_count:
-                shard = shard_of(agent_id, current.shard_count)
-                if stranded(current, shard):
-                    storage = current.binding(shard)
-                    raise UnavailableError(
-                        f"shard {shard} of agent {agent_id!r} lives on storage {storage!r}, "
-                        "which no live worker sees (its host is down or cut off; "
-                        "`agent-actors cluster evict-host` gives it up)",
-                        details={"agentId": agent_id, "shard": shard, "storageId": storage},
-                    )
-            return await handler(context, args)
-
-        return guard
-
-    # Registry has no replace(); the endpoints were just built and nothing serves them yet.
-    endpoints = registry._endpoints
-    for name, endpoint in list(endpoints.items()):
-        endpoints[name] = attrs.evolve(endpoint, handler=guarded(name, endpoint.handler))
