@@ -291,8 +291,10 @@ class Server:
     def _drop_stuck(self, peer: bytes) -> None:
         """``peer`` stopped reading and its backlog is full: drop it, and its backlog even
         when the protocol no longer knows it (frames for a stranger are moot)."""
-        self._apply(self._protocol.drop_peer(peer, "not reading"))
-        if self._pump is not None:
+        events = self._protocol.drop_peer(peer, "not reading")
+        if events:
+            self._apply(events)  # PeerDropped forgets its backlog
+        elif self._pump is not None:
             self._pump.forget_peer(peer)
 
     def _send(self, peer: bytes, frame: bytes, *, droppable: bool = False) -> None:
