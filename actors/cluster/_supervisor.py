@@ -280,7 +280,12 @@ async def supervise(
         raise ValueError(f"--workers must be at least 1, got {options.workers}")
     data_dir = Path(data_dir)
     await trio.Path(data_dir / "cluster").mkdir(parents=True, exist_ok=True)
-    floor = await trio.to_thread.run_sync(revision_floor, data_dir)
+    # Only the in-process coordinator's epochs need a floor: etcd's revisions persist.
+    floor = (
+        await trio.to_thread.run_sync(revision_floor, data_dir)
+        if options.coordinator is None
+        else 0
+    )
     local = InProcessCoordinator(options.shard_count, first_revision=floor)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with (
