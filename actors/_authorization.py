@@ -32,7 +32,7 @@ CREATING_ENDPOINTS = frozenset(
     {
         "agents/create",
         "sessions/create",
-        # Writes files at paths the caller names (a diagnostics aid for tests and demos).
+        # Writes files (inside <data>/diagnostics) that the caller names: a test and demo aid.
         "diagnostics/publish",
     }
 )

@@ -19,6 +19,7 @@ import trio
 
 from actors._agents import Agent
 from actors._remote import Remote, RemoteService
+from wire import ArgumentsInvalidError
 
 __all__ = ["AgentInfo", "Agents", "Diagnostics", "HandlerEnding"]
 
@@ -66,9 +67,14 @@ class HandlerEnding:
 
 
 class Diagnostics(RemoteService, key="diagnostics"):
-    """Calls for demos, tests and benchmarks."""
+    """Calls for demos, tests and benchmarks.
 
-    def __init__(self, *, history: int = 1000) -> None:
+    ``publish_dir`` is the only place ``publish`` writes: any peer may call it, so the names it
+    is given are confined there (the server's ``<data>/diagnostics``), never paths of the host.
+    """
+
+    def __init__(self, *, publish_dir: Path, history: int = 1000) -> None:
+        self._publish_dir = publish_dir
         self._endings: collections.deque[HandlerEnding] = collections.deque(maxlen=history)
 
     @Remote
@@ -112,17 +118,46 @@ class Diagnostics(RemoteService, key="diagnostics"):
     ) -> str:
         """Work for ``work_seconds``, write ``marker`` (the work is done), wait
         ``hold_seconds`` (the window between finishing the work and replying), then write
-        ``path`` (the publication) and return it.
+        ``path`` (the publication) and return its full path.
 
-        A cancel that lands at any point before the publication leaves ``path`` unwritten.
+        ``path`` and ``marker`` are names inside the server's diagnostics directory
+        (``<data>/diagnostics``); one that is absolute or leads out of it is
+        ``arguments-invalid``. A cancel that lands at any point before the publication leaves
+        ``path`` unwritten.
         """
+        published = self._confined("path", path)
+        done = self._confined("marker", marker)
         await trio.sleep(work_seconds)
-        await trio.Path(marker).write_text("work done\n")
+        await trio.Path(done).parent.mkdir(parents=True, exist_ok=True)
+        await trio.Path(done).write_text("work done\n")
         await trio.sleep(hold_seconds)
         # Nothing below awaits, so once the last checkpoint passed without a cancel the
         # publication and the reply happen together; a cancel before it stops both.
-        Path(path).write_text("published\n")  # noqa: ASYNC240  (synchronous on purpose)
-        return path
+        published.parent.mkdir(parents=True, exist_ok=True)
+        published.write_text("published\n")
+        return str(published)
+
+    def _confined(self, argument: str, name: str) -> Path:
+        """``name`` resolved inside the diagnostics directory.
+
+        Raises:
+            ArgumentsInvalidError: ``name`` is empty, absolute, or resolves outside it (``..``
+                or a symlink).
+        """
+        root = self._publish_dir.resolve()
+        target = (root / name).resolve()
+        if (
+            not name
+            or Path(name).is_absolute()
+            or target == root
+            or not target.is_relative_to(root)
+        ):
+            raise ArgumentsInvalidError(
+                f"diagnostics/publish: {argument}: {name!r} is not a name inside the server's "
+                "diagnostics directory",
+                details={"path": argument},
+            )
+        return target
 
     @Remote(mutates=True)
     async def note(self, agent: Agent, text: str) -> int:

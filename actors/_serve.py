@@ -117,7 +117,7 @@ async def open_runtime(
     sessions.directory.add_event_listener(file_references.on_session_event)
     system = ActorSystem(
         sessions.directory,
-        [*sessions.services, file_references, Diagnostics()],
+        [*sessions.services, file_references, Diagnostics(publish_dir=data_dir / "diagnostics")],
         idle_timeout=config.idle_timeout,
     )
 

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
+import pytest
 import trio
 import zmq
 
-from wire import CallCancelledError, open_client
+from wire import ArgumentsInvalidError, CallCancelledError, open_client
 
 
 async def wait_for(predicate: Any, what: str, within: float = 10.0) -> None:
@@ -40,8 +41,9 @@ async def test_cancelled_handler_never_publishes(
     """A cancel that lands after the work is done but before the publication stops the
     publication, and the caller's scope sees a plain cancellation."""
     _, address = server_process
-    published = tmp_path / "published.txt"
-    marker = tmp_path / "work-done.txt"
+    # The server's diagnostics directory (conftest's server_process serves tmp_path / "data").
+    published = tmp_path / "data" / "diagnostics" / "published.txt"
+    marker = tmp_path / "data" / "diagnostics" / "work-done.txt"
     async with open_client(address) as client:
         agent = (await client.call("agents/create", {}))["agentId"]
         with trio.fail_after(20):
@@ -50,7 +52,7 @@ async def test_cancelled_handler_never_publishes(
 
                     async def call() -> None:
                         await client.agent(agent).diagnostics.publish(
-                            str(published), str(marker), 0.2, 2.0
+                            "published.txt", "work-done.txt", 0.2, 2.0
                         )
 
                     nursery.start_soon(call)
@@ -70,15 +72,40 @@ async def test_uncancelled_handler_publishes(
 ) -> None:
     """Control for the test above: left alone, the same handler publishes."""
     _, address = server_process
-    published = tmp_path / "published.txt"
+    published = tmp_path / "data" / "diagnostics" / "published.txt"
     async with open_client(address) as client:
         agent = (await client.call("agents/create", {}))["agentId"]
         with trio.fail_after(20):
-            result = await client.agent(agent).diagnostics.publish(
-                str(published), str(tmp_path / "m"), 0.05, 0.05
-            )
-        assert result == str(published)
+            result = await client.agent(agent).diagnostics.publish("published.txt", "m", 0.05, 0.05)
+        assert Path(result) == published.resolve()
         assert published.read_text() == "published\n"
+
+
+async def test_publish_writes_nowhere_outside_the_diagnostics_directory(
+    server_process: tuple[trio.Process, str], tmp_path: Path
+) -> None:
+    """Any peer may call diagnostics/publish, so a path that is absolute or climbs out of the
+    server's diagnostics directory is arguments-invalid, nothing is written, and the server
+    keeps serving."""
+    _, address = server_process
+    outside = tmp_path / "outside.txt"
+    (tmp_path / "data" / "diagnostics").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "data" / "diagnostics" / "escape").symlink_to(tmp_path)
+    async with open_client(address) as client:
+        agent = (await client.call("agents/create", {}))["agentId"]
+        for path, marker in [
+            (str(outside), "m"),
+            ("../../outside.txt", "m"),
+            ("escape/outside.txt", "m"),
+            ("ok.txt", str(outside)),
+            ("ok.txt", "../x/../../../outside.txt"),
+            ("", "m"),
+        ]:
+            with trio.fail_after(20), pytest.raises(ArgumentsInvalidError, match="diagnostics"):
+                await client.agent(agent).diagnostics.publish(path, marker, 0.0, 0.0)
+        assert not outside.exists()
+        assert not (tmp_path / "data" / "diagnostics" / "ok.txt").exists()
+        assert await client.agent(agent).diagnostics.echo("still serving") == "still serving"
 
 
 async def test_random_cancels_leave_nothing_running(
