@@ -6,6 +6,8 @@
             prints the JSON result on stdout, or ``code: message`` on stderr and exits 1.
 ``demo``    start a server process on a temporary ipc endpoint and walk through a few calls.
 ``keys``    generate a CURVE key pair (``serve --curve``, ``call --key``: ``actors._cli_security``).
+``cluster`` operate a multi-host cluster (``serve --workers``, ``cluster evict-host``:
+            ``actors._cli_cluster``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import attrs
 import platformdirs
 import trio
 
+from actors._cli_cluster import add_cluster_command, add_cluster_serve_options, run_supervisor
 from actors._cli_security import (
     add_call_options,
     add_keys_command,
@@ -96,29 +99,7 @@ def _parser() -> argparse.ArgumentParser:
         help="when an append is acknowledged (default: [sessions] durability, or fsync)",
     )
     add_serve_options(serve_cmd)
-    serve_cmd.add_argument(
-        "--workers",
-        type=int,
-        default=0,
-        help="scale out: run N worker processes under a supervisor (docs/scale-out.md)",
-    )
-    serve_cmd.add_argument(
-        "--shards", type=int, default=64, help="shard count with --workers (default 64)"
-    )
-    serve_cmd.add_argument(
-        "--coordinator",
-        metavar="etcd://HOST:PORT[,…][/CLUSTER]",
-        help="with --workers: workers join this etcd cluster (docs/cluster.md)",
-    )
-    serve_cmd.add_argument(
-        "--lease-ttl",
-        type=float,
-        default=10.0,
-        metavar="SECONDS",
-        help="with --workers: each worker's lease TTL; a hung worker loses its shards after "
-        "it (default 10)",
-    )
-    _add_cluster_serve_options(serve_cmd)
+    add_cluster_serve_options(serve_cmd)
     serve_cmd.set_defaults(run=_run_serve)
 
     index_cmd = commands.add_parser(
@@ -144,7 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     add_call_options(call_cmd)
     call_cmd.set_defaults(run=_run_call)
     add_keys_command(commands)
-    _add_cluster_command(commands)
+    add_cluster_command(commands)
 
     demo_cmd = commands.add_parser("demo", help="walk through a few calls against a new server")
     demo_cmd.set_defaults(run=_run_demo)
@@ -185,7 +166,7 @@ def _run_serve(args: argparse.Namespace) -> int:
         print(f"agent-actors: cannot serve: {unwritable}", file=sys.stderr)
         return EXIT_USAGE
     if args.workers:
-        return _run_supervisor(args, config, ready)
+        return run_supervisor(args, config, ready, args.endpoint or [DEFAULT_ENDPOINT])
     try:
         trio.run(
             functools.partial(
@@ -216,74 +197,6 @@ def _unwritable(data_dir: Path) -> str | None:
     except OSError as exc:
         return f"data directory {data_dir} is not writable: {exc.strerror or exc}"
     return None
-
-
-def _run_supervisor(args: argparse.Namespace, config: Any, ready: Any) -> int:
-    """``serve --workers N``: the supervisor of ``actors.cluster``."""
-    from actors.cluster._coordinator import CoordinatorError
-    from actors.cluster._supervisor import ClusterOptions, supervise
-
-    if args.workers < 1 or args.shards < 1:
-        print("agent-actors: --workers and --shards must be positive", file=sys.stderr)
-        return EXIT_USAGE
-    if not args.lease_ttl > 0:  # also NaN
-        print(f"agent-actors: --lease-ttl must be positive, got {args.lease_ttl}", file=sys.stderr)
-        return EXIT_USAGE
-    passed: list[str] = []
-    for flag, value in (("--config", args.config), ("--sessions", args.sessions)):
-        if value is not None:
-            passed += [flag, str(value)]
-    if args.durability is not None:
-        passed += ["--durability", args.durability]
-    if args.writable:
-        passed.append("--writable")
-    if args.coordinator is not None and not args.coordinator.startswith("etcd://"):
-        print("agent-actors: --coordinator must be an etcd://host:port URL", file=sys.stderr)
-        return EXIT_USAGE
-    placement = _cluster_placement(args, config)
-    if isinstance(placement, str):
-        print(f"agent-actors: {placement}", file=sys.stderr)
-        return EXIT_USAGE
-    options = ClusterOptions(
-        workers=args.workers,
-        shard_count=args.shards,
-        worker_args=tuple(passed),
-        coordinator=args.coordinator,
-        ttl=args.lease_ttl,
-        **placement,
-    )
-    try:
-        trio.run(
-            functools.partial(
-                supervise,
-                args.endpoint or [DEFAULT_ENDPOINT],
-                args.data,
-                options,
-                limits=config.wire,
-                on_ready=ready,
-            )
-        )
-    except OSError as exc:  # zmq.ZMQError is an OSError
-        print(f"agent-actors: cannot serve: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except BaseExceptionGroup as group:
-        # etcd unreachable, or its cluster has another shard count (raised inside a nursery).
-        matched, rest = group.split(CoordinatorError)
-        if matched is None or rest is not None:
-            raise
-        first: BaseException = matched
-        while isinstance(first, BaseExceptionGroup):
-            first = first.exceptions[0]
-        print(f"agent-actors: coordinator {args.coordinator}: {first}", file=sys.stderr)
-        return EXIT_USAGE
-    except trio.TooSlowError:
-        print(
-            f"agent-actors: the {args.workers} worker(s) did not all start and claim their "
-            f"shards within {options.start_timeout:g} s (see their messages above)",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
-    return 0
 
 
 def _run_index(args: argparse.Namespace) -> int:
@@ -376,106 +289,3 @@ def _run_demo(args: argparse.Namespace) -> int:
 def console_main() -> None:
     """Entry point of the ``agent-actors`` console script."""
     sys.exit(main())
-
-
-# -- multi-host clusters (docs/cluster.md) ------------------------------------------------------
-
-
-def _add_cluster_serve_options(serve_cmd: argparse.ArgumentParser) -> None:
-    serve_cmd.add_argument(
-        "--host-id",
-        help="with --coordinator: this host's name in the cluster; worker ids are "
-        "HOST-ID-w1… ([cluster] hostId; default: the hostname)",
-    )
-    serve_cmd.add_argument(
-        "--storage-mode",
-        choices=("local", "shared"),
-        help="with --coordinator: local (default): a shard fails over only to workers on "
-        "this host's storage; shared: any worker mounting --storage-id may take it over",
-    )
-    serve_cmd.add_argument(
-        "--storage-id",
-        metavar="NAME",
-        help="with --coordinator: the storage's name in the cluster (default HOST-ID:DATA; "
-        "required with --storage-mode shared, the same on every host mounting it)",
-    )
-    serve_cmd.add_argument(
-        "--worker-endpoint",
-        metavar="tcp://ADDR:*",
-        help="with --workers: what each worker binds (default: a private ipc endpoint); other "
-        "hosts must reach it, and a non-loopback address needs --insecure",
-    )
-
-
-def _cluster_placement(args: argparse.Namespace, config: Any) -> dict[str, Any] | str:
-    """The placement options of ``serve --workers``, or why they are unusable."""
-    table = config.cluster
-    options: dict[str, Any] = {
-        "host_id": args.host_id or table.host_id,
-        "storage_mode": args.storage_mode or table.storage_mode,
-        "storage_id": args.storage_id or table.storage_id,
-        "worker_endpoint": args.worker_endpoint or table.worker_endpoint,
-    }
-    worker_endpoint = options["worker_endpoint"]
-    if worker_endpoint is not None:
-        if args.curve is not None:
-            return "--worker-endpoint with --curve is not supported yet (workers serve plain tcp)"
-        problem = exposure_problem([worker_endpoint], curve=False, insecure=args.insecure)
-        if problem is not None:
-            return f"--worker-endpoint: {problem}"
-    if args.coordinator is None:
-        if any(args_value is not None for args_value in (args.host_id, args.storage_id)):
-            return "--host-id and --storage-id need --coordinator"
-        return {"worker_endpoint": worker_endpoint}
-    if options["storage_mode"] == "shared" and options["storage_id"] is None:
-        return "--storage-mode shared needs --storage-id NAME (the shared mount's name)"
-    return options
-
-
-def _add_cluster_command(commands: Any) -> None:
-    cluster_cmd = commands.add_parser("cluster", help="operate a multi-host cluster on etcd")
-    actions = cluster_cmd.add_subparsers(dest="action", required=True)
-    evict = actions.add_parser(
-        "evict-host",
-        help="give up a lost host's storage: delete its shard bindings so other hosts may "
-        "claim those shards (their sessions stay on the lost host's disk)",
-    )
-    evict.add_argument("host", help="the host id (serve --host-id; default there: hostname)")
-    evict.add_argument(
-        "--coordinator",
-        required=True,
-        metavar="etcd://HOST:PORT[,…][/CLUSTER]",
-        help="the cluster's etcd members and name, as given to serve",
-    )
-    evict.add_argument(
-        "--force", action="store_true", help="evict even though the host has live members"
-    )
-    evict.set_defaults(run=_run_evict_host)
-
-
-def _run_evict_host(args: argparse.Namespace) -> int:
-    from actors.cluster._coordinator import CoordinatorError
-    from actors.cluster._storage import evict_host
-
-    try:
-        eviction = trio.run(
-            functools.partial(evict_host, args.coordinator, args.host, force=args.force)
-        )
-    except ValueError as exc:
-        print(f"agent-actors: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except CoordinatorError as exc:
-        print(f"agent-actors: evict-host {args.host}: {exc}", file=sys.stderr)
-        return EXIT_CALL_FAILED
-    print(
-        f"evicted host {eviction.host}: {len(eviction.evicted)} shard binding(s) deleted"
-        + (f" ({', '.join(map(str, eviction.evicted))})" if eviction.evicted else "")
-    )
-    if eviction.kept:
-        print(
-            f"kept {len(eviction.kept)} binding(s) whose storage another host still mounts: "
-            + ", ".join(map(str, eviction.kept))
-        )
-    if eviction.live_members:
-        print(f"warning: the host still has live members: {', '.join(eviction.live_members)}")
-    return 0
