@@ -12,7 +12,7 @@ import attrs
 import trio
 
 from actors._config import ConfigError, load_config
-from actors.cluster._storage import PLACEMENT, STORAGE_MODES, Placement
+from actors.cluster._storage import STORAGE_MODES, Placement
 from actors.cluster._supervisor import WORKER_READY
 from actors.cluster._worker import run_worker
 
@@ -45,8 +45,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"agent-actors worker: {exc}", file=sys.stderr)
         return 2
-    # Read by the worker's etcd coordinator (trio.run's tasks inherit this context).
-    PLACEMENT.set(placement)
     try:
         config = load_config(args.config)
     except ConfigError as exc:
@@ -70,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ttl=args.ttl,
             sessions_dir=args.sessions,
             writable=args.writable,
+            placement=placement,
             on_ready=ready,
         )
     )

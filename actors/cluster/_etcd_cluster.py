@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from actors.cluster._coordinator_etcd import (
 )
 from actors.cluster._coordinator_local import InProcessCoordinator
 from actors.cluster._coordinator_wire import RemoteCoordinator
-from actors.cluster._storage import PLACEMENT, Placement
+from actors.cluster._storage import Placement
 from wire import open_client
 
 __all__ = [
@@ -35,8 +34,6 @@ __all__ = [
     "open_etcd_mirror",
     "open_supervisor_view",
     "open_worker_coordinator",
-    "storage_id",
-    "worker_placement",
 ]
 
 log = logging.getLogger("actors.cluster")
@@ -47,29 +44,18 @@ def is_etcd_url(url: str) -> bool:
     return url.startswith("etcd://")
 
 
-def storage_id(data_dir: Path) -> str:
-    """Which storage a process sees by default: its host and the resolved data directory."""
-    return f"{socket.gethostname()}:{data_dir.resolve()}"
-
-
-def worker_placement(data_dir: Path) -> Placement:
-    """This worker's placement: the one its command line set (`PLACEMENT`), else local mode
-    on this host's data directory."""
-    return PLACEMENT.get() or Placement.build(data_dir=data_dir)
-
-
 @contextlib.asynccontextmanager
 async def open_worker_coordinator(
-    control: str, *, worker_id: str, shard_count: int, data_dir: Path
+    control: str, *, worker_id: str, shard_count: int, placement: Placement
 ) -> AsyncIterator[Coordinator]:
-    """The worker's `Coordinator`: etcd for an ``etcd://`` URL, else the supervisor's.
+    """The worker's `Coordinator`: etcd for an ``etcd://`` URL (joined as ``placement``'s host
+    and storage), else the supervisor's.
 
     Raises:
         CoordinatorError: etcd is unreachable or holds another shard count.
     """
     if is_etcd_url(control):
         urls, cluster = split_etcd_url(control)
-        placement = worker_placement(data_dir)
         async with open_etcd_coordinator(
             urls,
             cluster=cluster,
@@ -148,7 +134,10 @@ async def open_etcd_mirror(
     urls, cluster = split_etcd_url(url)
     async with (
         open_etcd_coordinator(
-            urls, cluster=cluster, shard_count=shard_count, storage_id=storage_id(data_dir)
+            urls,
+            cluster=cluster,
+            shard_count=shard_count,
+            storage_id=Placement.build(data_dir=data_dir).storage_id,
         ) as coordinator,
         trio.open_nursery() as nursery,
     ):

@@ -17,7 +17,6 @@ worker eligible, exactly the one-host behaviour.
 
 from __future__ import annotations
 
-import contextvars
 import json
 import socket
 from pathlib import Path
@@ -31,7 +30,6 @@ from actors.cluster._etcd_http import open_etcd_client, prefix_end, request_dele
 from actors.cluster._shards import eligible_workers
 
 __all__ = [
-    "PLACEMENT",
     "STORAGE_MODES",
     "Eviction",
     "EvictionRefusedError",
@@ -88,13 +86,6 @@ class Placement:
         if not storage_id:
             raise ValueError("storage id must not be empty")
         return cls(host_id=host, storage_mode=storage_mode, storage_id=storage_id)
-
-
-#: The worker process's placement, set by ``python -m actors.cluster worker`` before
-#: ``trio.run`` (trio tasks inherit it); None: derive it from the data directory.
-PLACEMENT: contextvars.ContextVar[Placement | None] = contextvars.ContextVar(
-    "agent_actors_placement", default=None
-)
 
 
 def stranded(view: ClusterView, shard: int) -> bool:

@@ -35,6 +35,7 @@ from actors.cluster._keeper import keep_shards
 from actors.cluster._pool import ClientPool
 from actors.cluster._router import call_owner
 from actors.cluster._shards import shard_of
+from actors.cluster._storage import Placement
 from wire import Server
 from wire._errors import MovedError
 
@@ -114,17 +115,24 @@ async def run_worker(
     ttl: float,
     sessions_dir: Path | None = None,
     writable: bool = False,
+    placement: Placement | None = None,
     on_ready: Callable[[list[str]], None] | None = None,
 ) -> None:
     """Serve as worker ``worker_id`` until SIGTERM or the supervisor's exit (a lost lease
-    makes it fence itself and rejoin, see ``_keeper.py``)."""
+    makes it fence itself and rejoin, see ``_keeper.py``).
+
+    ``placement`` is the host and storage it joins an etcd cluster as (default: local mode on
+    this host's ``data_dir``)."""
     parent = os.getppid()
     gate = ShardGate(worker_id, shard_count)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with (
             # The supervisor's control endpoint, or etcd (``serve --coordinator etcd://…``).
             open_worker_coordinator(
-                control, worker_id=worker_id, shard_count=shard_count, data_dir=data_dir
+                control,
+                worker_id=worker_id,
+                shard_count=shard_count,
+                placement=placement or Placement.build(data_dir=data_dir),
             ) as coordinator,
             trio.open_nursery() as nursery,
         ):
