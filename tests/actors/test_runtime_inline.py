@@ -99,6 +99,10 @@ async def test_sync_handler_waits_in_a_task_behind_a_busy_mailbox(nursery: trio.
                 with trio.move_on_after(0.2):
                     await client.call("counter/add", {"agentId": "a", "n": 2})
                 assert counter.applied == [0]  # both queued behind the writer
+                # The cancel travels through the wire: release the writer only once the server
+                # has ended the cancelled call, or it could admit that call first.
+                while server.statistics().cancelled_total < 1:
+                    await trio.sleep(0.005)
                 counter.hold.set()
             assert counter.applied == [0, 1]  # the cancelled one never ran
             assert counter.inline == [False, False]
