@@ -26,6 +26,8 @@ MEDIAN_KEYS = (
     "serverBusyCpuUsPerCall",
     "supervisorBusyCpuUsPerCall",
     "workersBusyCpuUsPerCall",
+    "workersIoCpuUsPerCall",
+    "workersPreemptionsPerCall",
     "generatorCpuUsPerCall",
 )
 
@@ -36,8 +38,8 @@ def _per_call(seconds: float, calls: int) -> float | None:
 
 def summarize_sample(
     reports: list[dict[str, Any]],
-    before: tuple[float, float],
-    after: tuple[float, float],
+    before: tuple[float, float, float, int],
+    after: tuple[float, float, float, int],
     window: float,
     idle: tuple[float, float],
 ) -> dict[str, Any]:
@@ -45,7 +47,8 @@ def summarize_sample(
 
     Args:
         reports: Each generator's ``{calls, errors, seconds, cpuSeconds}``.
-        before: Supervisor and workers' CPU seconds at the start of the window.
+        before: Supervisor and workers' CPU seconds at the start of the window, the
+            workers' ZeroMQ I/O threads' CPU seconds, and the workers' preemptions.
         after: The same at its end.
         window: Wall-clock seconds between the two readings.
         idle: Supervisor and workers' idle CPU rates (seconds per second).
@@ -66,6 +69,11 @@ def summarize_sample(
         "serverBusyCpuUsPerCall": _per_call(supervisor_busy + workers_busy, calls),
         "supervisorBusyCpuUsPerCall": _per_call(supervisor_busy, calls),
         "workersBusyCpuUsPerCall": _per_call(workers_busy, calls),
+        # Of the workers' CPU, what their ZeroMQ I/O threads spent (the rest is the trio
+        # threads), and how often their threads were preempted: where CPU per call grows
+        # when more workers share the cores.
+        "workersIoCpuUsPerCall": _per_call(after[2] - before[2], calls),
+        "workersPreemptionsPerCall": (after[3] - before[3]) / calls if calls else None,
         "generatorCpuUsPerCall": _per_call(sum(r["cpuSeconds"] for r in reports), calls),
     }
 

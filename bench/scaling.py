@@ -28,7 +28,9 @@ from ``/proc``) over the measured window, divided by the calls completed; it is 
 split into supervisor and workers, and with the idle rate (timers, heartbeats, the
 coordinator's watch long polls: the lowest of three 1 s readings before the runs)
 subtracted, over the window from the generators' first calls to their reports. The generators'
-own CPU per call is reported beside it. Runs are interleaved (every mode and worker count once
+own CPU per call is reported beside it, and so are the part of the workers' CPU that their
+ZeroMQ I/O threads spent and how often the workers' threads were preempted per call (from
+``/proc/<pid>/task``): what grows when more processes share the cores. Runs are interleaved (every mode and worker count once
 per repeat) and the medians of the repeats are reported, with ratios against one worker in the
 same run, the cost of the extra hop (hop against direct), and the issue's two targets.
 ``bench/results/scaling.{json,png}`` hold the last full run.
@@ -81,9 +83,43 @@ def _children(root: int) -> list[int]:
     return pids
 
 
-def _server_cpu(root: int) -> tuple[float, float]:
-    """CPU seconds so far of the supervisor and of its workers (all their threads)."""
-    return _cpu_seconds(root), sum(_cpu_seconds(pid) for pid in _children(root))
+def _zmq_threads(pid: int) -> tuple[float, int]:
+    """CPU seconds so far of ``pid``'s ZeroMQ I/O threads, and the involuntary context
+    switches (preemptions) of all its threads."""
+    io = 0.0
+    preempted = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0, 0
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat") as stat:
+                text = stat.read()
+            with open(f"/proc/{pid}/task/{task}/status") as status:
+                lines = status.read().splitlines()
+        except OSError:
+            continue  # the thread ended
+        if text[text.index("(") + 1 : text.rindex(")")].startswith("ZMQbg/IO"):
+            fields = text.rsplit(")", 1)[1].split()
+            io += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        for line in lines:
+            if line.startswith("nonvoluntary_ctxt_switches:"):
+                preempted += int(line.split()[1])
+    return io, preempted
+
+
+def _server_cpu(root: int) -> tuple[float, float, float, int]:
+    """CPU seconds so far of the supervisor and of its workers (all their threads), of the
+    workers' ZeroMQ I/O threads alone, and the workers' preemptions."""
+    workers = _children(root)
+    threads = [_zmq_threads(pid) for pid in workers]
+    return (
+        _cpu_seconds(root),
+        sum(_cpu_seconds(pid) for pid in workers),
+        sum(io for io, _ in threads),
+        sum(preempted for _, preempted in threads),
+    )
 
 
 # -- the driver -------------------------------------------------------------------------------
@@ -230,6 +266,38 @@ def run(settings: argparse.Namespace) -> dict[str, Any]:
     return build_report(settings, samples)
 
 
+def _median_rows(medians: dict[str, dict[str, Any]]) -> list[list[str]]:
+    """The medians as a table: throughput, and where the CPU per call goes."""
+
+    def cell(value: float | None, digits: int = 0) -> str:
+        return "n/a" if value is None else f"{value:,.{digits}f}"
+
+    rows = [
+        [
+            "endpoint/mode/workers",
+            "calls/s",
+            "server us/call",
+            "of which workers' zmq I/O",
+            "preemptions/call",
+            "generator us/call",
+            "errors",
+        ]
+    ]
+    for key, m in medians.items():
+        rows.append(
+            [
+                key,
+                cell(m["callsPerSecond"]),
+                cell(m["serverBusyCpuUsPerCall"], 1),
+                cell(m["workersIoCpuUsPerCall"], 1),
+                cell(m["workersPreemptionsPerCall"], 2),
+                cell(m["generatorCpuUsPerCall"], 1),
+                str(m["errors"]),
+            ]
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--generate"]:
@@ -255,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     report = run(settings)
     write_json(settings.out, report)
     plot(report, settings.out.with_suffix(".png"))
+    print(format_table(_median_rows(report["medians"])))
+    print()
     for key, row in report["ratios"].items():
         print(key, {k: None if v is None else round(v, 3) for k, v in row.items()})
     print(format_table(target_rows(report["targets"])))

@@ -96,7 +96,9 @@ def test_sample_subtracts_each_roles_idle_cpu_and_reports_the_generators() -> No
         {"calls": 600, "errors": 1, "seconds": 2.0, "cpuSeconds": 0.03},
         {"calls": 400, "errors": 0, "seconds": 2.5, "cpuSeconds": 0.02},
     ]
-    sample = summarize_sample(reports, (1.0, 10.0), (1.1, 10.5), 2.0, (0.01, 0.05))
+    sample = summarize_sample(
+        reports, (1.0, 10.0, 2.0, 100), (1.1, 10.5, 2.1, 350), 2.0, (0.01, 0.05)
+    )
     assert sample["calls"] == 1000
     assert sample["errors"] == 1
     assert sample["callsPerSecond"] == pytest.approx(400)
@@ -105,6 +107,8 @@ def test_sample_subtracts_each_roles_idle_cpu_and_reports_the_generators() -> No
     assert sample["workersBusyCpuUsPerCall"] == pytest.approx(400)
     assert sample["serverBusyCpuUsPerCall"] == pytest.approx(480)
     assert sample["generatorCpuUsPerCall"] == pytest.approx(50)
+    assert sample["workersIoCpuUsPerCall"] == pytest.approx(100)
+    assert sample["workersPreemptionsPerCall"] == pytest.approx(0.25)
 
 
 def test_raw_call_frame_decodes_as_the_wire_call() -> None:
