@@ -30,9 +30,10 @@ coordinator's watch long polls: the lowest of three 1 s readings before the runs
 subtracted, over the window from the generators' first calls to their reports. The generators'
 own CPU per call is reported beside it, and so are the part of the workers' CPU that their
 ZeroMQ I/O threads spent and how often the workers' threads were preempted per call (from
-``/proc/<pid>/task``): what grows when more processes share the cores. Runs are interleaved (every mode and worker count once
-per repeat) and the medians of the repeats are reported, with ratios against one worker in the
-same run, the cost of the extra hop (hop against direct), and the issue's two targets.
+``/proc/<pid>/task``): what grows when more processes share the cores. Runs are interleaved
+(every mode and worker count once per repeat) and the medians of the repeats are reported, with
+ratios against one worker in the same run, the cost of the extra hop (hop against direct), and
+the issue's two targets.
 ``bench/results/scaling.{json,png}`` hold the last full run.
 """
 
