@@ -22,6 +22,7 @@ __all__ = [
     "NO_CWD_DIR",
     "Compression",
     "compression_of",
+    "decode_segment",
     "encode_segment",
     "find_session_log",
     "iter_session_logs",
@@ -92,6 +93,21 @@ def encode_segment(raw: str) -> str:
         # "~" itself is escaped so the mapping stays injective.
         parts.append(char if char in _SAFE else _escape(unit))
     return "".join(parts)
+
+
+def decode_segment(segment: str) -> str:
+    """The session id a path segment encodes: the inverse of `encode_segment`."""
+    units: list[int] = []
+    i = 0
+    while i < len(segment):
+        if segment[i] == "~" and i + 5 <= len(segment):
+            units.append(int(segment[i + 1 : i + 5], 16))
+            i += 5
+        else:
+            units.append(ord(segment[i]))
+            i += 1
+    raw = b"".join(unit.to_bytes(2, "little") for unit in units)
+    return raw.decode("utf-16-le", errors="surrogatepass")
 
 
 def project_key(cwd: str) -> str:

@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from actors._log_errors import LogLayoutError
 from actors._log_layout import (
     compression_of,
+    decode_segment,
     encode_segment,
     find_session_log,
     iter_session_logs,
@@ -46,6 +49,13 @@ def test_raw_encoding_uses_plain_suffix() -> None:
 def test_encode_segment(raw: str, encoded: str) -> None:
     """Safe units stay literal; every other UTF-16 unit (and ~) becomes ~XXXX."""
     assert encode_segment(raw) == encoded
+
+
+@given(st.text(min_size=1))
+def test_decode_segment_inverts_encode_segment(raw: str) -> None:
+    """Every non-empty id (lone surrogates, non-BMP characters, "~", "." and ".." included)
+    comes back from its path segment unchanged."""
+    assert decode_segment(encode_segment(raw)) == raw
 
 
 def test_encode_segment_is_injective_on_tricky_ids() -> None:
