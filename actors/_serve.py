@@ -78,6 +78,7 @@ async def open_runtime(
     route: Callable[[ActorSystem], Callable[[str, dict[str, Any]], Awaitable[Any]]] | None = None,
     epoch_of: Callable[[str], int | None] | None = None,
     ack_guard: Callable[[str], None] | None = None,
+    before_write: Callable[[str], Awaitable[None]] | None = None,
 ) -> AsyncIterator[Runtime]:
     """Assemble and run the store, the services and the actor system (no sockets).
 
@@ -96,6 +97,9 @@ async def open_runtime(
     - ``ack_guard(session_id)`` is called after an append is durable (per the durability
       mode) and before it is acknowledged; if it raises (e.g. ``UnavailableError`` past the
       lease deadline), the append call fails with that error instead of returning seqs.
+    - ``before_write(session_id)`` is awaited before the first byte of a session is written
+      (its creation, or its first open for write); if it raises, nothing is written (a worker
+      binds the session's shard to its storage there, ``actors/cluster/_binding.py``).
 
     Resource handling: on exit every background task is cancelled and the store is closed
     under a shield (writers flushed, locks released).
@@ -110,6 +114,7 @@ async def open_runtime(
             batch_delay=config.batch_delay,
             epoch_of=epoch_of,
             ack_guard=ack_guard,
+            before_write=before_write,
         )
     )
     files = FileReferenceService(config.file_references)

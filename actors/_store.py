@@ -19,7 +19,7 @@ import functools
 import logging
 import os
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import trio
@@ -49,6 +49,9 @@ class SessionStore:
         cache: the projection cache (rows of every root).
         roots: the roots served; ids are resolved in this order.
         options: durability and batching of the states it hands out.
+        before_write: awaited with a session id before the first byte of that session is
+            written by this store (its creation, or a state's first open for write); if it
+            raises, nothing is written (a clustered worker binds the shard to its storage).
     """
 
     def __init__(
@@ -56,12 +59,15 @@ class SessionStore:
         cache: ProjectionCache,
         roots: Sequence[SessionRoot],
         options: StoreOptions | None = None,
+        *,
+        before_write: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         if not roots:
             raise ValueError("a session store needs at least one root")
         self.cache = cache
         self.roots = tuple(roots)
         self.options = options or StoreOptions()
+        self.before_write = before_write
         self._live: dict[str, SessionState] = {}
         self._loading: dict[str, trio.Event] = {}
         self._root_ids = tuple(root.root_id for root in self.roots)
@@ -128,6 +134,7 @@ class SessionStore:
                 model_route=route,
                 on_close=self._forget,
                 on_recorded=self._notify,
+                before_write=self.before_write,
             )
             self._live[agent_id] = state
             return state
@@ -203,6 +210,8 @@ class SessionStore:
             raise ArgumentsInvalidError(f"invalid session header: {error}") from None
         if not header.id:
             raise ArgumentsInvalidError("a session id must not be empty")
+        if self.before_write is not None:
+            await self.before_write(header.id)
         return await trio.to_thread.run_sync(self._create_sync, header)
 
     def _create_sync(self, header: SessionHeader) -> CachedSession:

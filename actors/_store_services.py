@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,7 @@ def build_session_services(
     index_on_start: bool = True,
     epoch_of: Callable[[str], int | None] | None = None,
     ack_guard: Callable[[str], None] | None = None,
+    before_write: Callable[[str], Awaitable[None]] | None = None,
 ) -> SessionServices:
     """The session store over ``<data_dir>/sessions`` (and ``sessions_dir`` if given).
 
@@ -107,6 +108,8 @@ def build_session_services(
         index_on_start: re-index the roots when `SessionServices.run` starts.
         epoch_of: the fencing epoch a session is written under (None: not clustered).
         ack_guard: checks each durable append before it is acknowledged (raises to fail it).
+        before_write: awaited before the first byte of a session is written (raises to
+            refuse the write; a clustered worker binds the shard to its storage).
 
     Raises:
         ProjectionCacheError: the cache cannot be opened.
@@ -141,7 +144,7 @@ def build_session_services(
     options = StoreOptions(
         durability=durability, batch_delay=batch_delay, epoch_of=epoch_of, ack_guard=ack_guard
     )
-    store = SessionStore(cache, roots, options)
+    store = SessionStore(cache, roots, options, before_write=before_write)
     return SessionServices(
         directory=store, services=[Sessions(store)], cache=cache, index_on_start=index_on_start
     )

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import operator
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,7 @@ class SessionState:
         model_route: RecordedModelRoute | None,
         on_close: Callable[[SessionState], None],
         on_recorded: Callable[[str, str], None] = lambda session_id, event_type: None,
+        before_write: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         """Private; `SessionStore.load` builds it (``identity``: the transcript's
         `file_identity` taken before it was read)."""
@@ -109,6 +110,7 @@ class SessionState:
         self._route = model_route
         self._on_close = on_close
         self._on_recorded = on_recorded
+        self._before_write = before_write
         self._loaded: LoadedSession | None = loaded
         self._identity = identity
         self._title = session_title(loaded.events)
@@ -404,6 +406,13 @@ class SessionState:
                 "read-only (serve it with --writable to append)",
                 details={"sessionId": self.session_id, "root": str(self.root.path)},
             )
+        if self._before_write is not None:
+            # A clustered worker binds the session's shard to its storage before the first
+            # byte (docs/cluster.md, storage modes); if that fails nothing is written.
+            await self._before_write(self.session_id)
+            self._check_open()
+            if self._side is not None:
+                return self._side
         lock = SessionLock(lock_path_for(self.path), self.session_id)
         try:
             lock.acquire()

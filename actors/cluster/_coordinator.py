@@ -15,6 +15,10 @@ they map one to one onto etcd v3:
   ``shards/<s>`` if absent", attached to the lease). Its **epoch** is the revision that created
   it (etcd: the key's ``create_revision``), so epochs increase strictly over all claims, and a
   later owner of a shard always holds a higher epoch than an earlier one (a fencing token).
+- **Bindings** (where a coordinator records them): `bind` records that a shard's sessions
+  live on the claimer's storage, only while the claim still holds the shard (etcd: "create
+  ``bindings/<s>`` if absent, and only if ``shards/<s>`` has ``create_revision`` == epoch").
+  A claim never writes a binding; it is refused on a shard bound to another storage.
 - **Release** deletes the claim only if it is still the one with that epoch (etcd: "delete if
   ``create_revision`` == epoch"); releasing a claim that expired or was revoked is a no-op.
 - **Watch** yields the cluster view whenever the revision moved past the last one it yielded.
@@ -31,7 +35,9 @@ import attrs
 
 __all__ = [
     "Binding",
+    "BoundElsewhereError",
     "Claim",
+    "ClaimLostError",
     "ClusterView",
     "Coordinator",
     "CoordinatorError",
@@ -52,6 +58,14 @@ class LeaseExpiredError(CoordinatorError):
 
 class MemberConflictError(CoordinatorError):
     """A member with that id is already registered under a live lease."""
+
+
+class ClaimLostError(CoordinatorError):
+    """`bind` refused: the claim no longer holds its shard (released, expired or revoked)."""
+
+
+class BoundElsewhereError(CoordinatorError):
+    """`bind` refused: the shard is already bound to another storage."""
 
 
 @attrs.frozen(kw_only=True)
@@ -96,8 +110,10 @@ class Claim:
 class Binding:
     """A shard's sessions live on one storage: only workers that see it may own the shard.
 
-    Recorded at a shard's first claim and kept without a lease (etcd
-    ``bindings/<s>``), so it outlives every worker; only ``cluster evict-host`` removes it.
+    Recorded when a storage first holds one of the shard's sessions (`Coordinator.bind`:
+    before the first write of a session in an unbound shard, or at a claim when the claimer's
+    storage already holds such sessions) and kept without a lease (etcd ``bindings/<s>``), so
+    it outlives every worker; only ``cluster evict-host`` removes it.
     """
 
     shard: int
@@ -176,6 +192,17 @@ class Coordinator(Protocol):
         Raises:
             LeaseExpiredError: the lease is gone.
             ValueError: ``shard`` is out of range.
+        """
+        ...
+
+    async def bind(self, claim: Claim) -> None:
+        """Bind ``claim``'s shard to this coordinator's storage (a no-op where bindings are not
+        recorded, or when the shard is already bound to this storage).
+
+        Raises:
+            ClaimLostError: ``claim`` no longer holds its shard; nothing was bound.
+            BoundElsewhereError: the shard is bound to another storage.
+            CoordinatorError: the coordinator did not answer.
         """
         ...
 

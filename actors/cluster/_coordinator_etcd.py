@@ -9,14 +9,17 @@ Keys under ``/agent-actors/<cluster>/`` (values are JSON):
 - ``shards/<s>`` → ``{workerId, endpoint, storageId}``, attached to the owner's lease. The
   fencing **epoch is the key's create_revision**.
 - ``bindings/<s>`` → ``{storageId, host, boundAt}``, no lease: the storage a shard's sessions
-  live on, written by its first claim. A claim succeeds only if the binding is absent (and is
-  then written in the same transaction) or names the claimer's storage, so a shard never
-  moves to a worker that cannot see its sessions (``_storage.py``). Only ``cluster
-  evict-host`` deletes bindings.
+  live on, written by `EtcdCoordinator.bind` when that storage first holds one of the
+  shard's sessions (before the first write of a session in the unbound shard, or at a claim
+  when the storage already holds some), only while the binder still owns the shard. A claim
+  never writes it, and succeeds only if the binding is absent or names the claimer's
+  storage, so a shard never moves to a worker that cannot see its sessions
+  (``_storage.py``). Only ``cluster evict-host`` deletes bindings.
 
 Each operation is one etcd request, so every rule of ``actors/cluster/_coordinator.py`` is
 etcd's own guarantee: a claim is the transaction "create ``shards/<s>`` if absent, and only if
-``members/<id>`` is still on my lease"; a release is "delete if create_revision == my epoch";
+``members/<id>`` is still on my lease"; a bind is "create ``bindings/<s>`` if absent, and only
+if ``shards/<s>`` still has my epoch"; a release is "delete if create_revision == my epoch";
 revoking or expiring a lease deletes the member and all its claims in one revision; the view's
 revision is the store revision of the read (etcd's header revision). A lease's TTL is whole
 seconds, at least etcd's minimum (``ceil(1.5 × election timeout)``: 2 s with etcd's defaults).
@@ -37,7 +40,9 @@ import trio
 
 from actors.cluster._coordinator import (
     Binding,
+    BoundElsewhereError,
     Claim,
+    ClaimLostError,
     ClusterView,
     CoordinatorError,
     Lease,
@@ -248,19 +253,17 @@ class EtcdCoordinator:
         ).encode()
         key = self._shard_key(shard)
         binding_key = self._binding_key(shard)
-        binding_value = json.dumps(
-            {"storageId": self._storage_id, "host": self._host, "boundAt": time.time()}
-        ).encode()
         # At most three rounds: a wrong guess about the binding is corrected from the failure
         # branch's read, and a binding that keeps changing under us is given up on (None).
         for _ in range(3):
             known = self._bindings.get(shard)
-            # The member check makes the claim fail as a whole once the lease is gone.
+            # The member check makes the claim fail as a whole once the lease is gone. The
+            # claim writes no binding (the first session write does, `bind`), but it compares
+            # the binding key so that it never races a bind: "still unbound", or "bound to
+            # this storage and unchanged since read".
             compares = [compare_create(key, 0), compare_lease(member_key, lease.lease_id)]
-            success = [request_put(key, value, lease=lease.lease_id)]
             if known is None:
                 compares.append(compare_create(binding_key, 0))
-                success.append(request_put(binding_key, binding_value))
             elif known[0] == self._storage_id:
                 compares.append(compare_mod(binding_key, known[1]))
             else:
@@ -268,7 +271,7 @@ class EtcdCoordinator:
             try:
                 ok, revision, responses = await self._etcd.txn(
                     compares,
-                    success,
+                    [request_put(key, value, lease=lease.lease_id)],
                     [request_range(member_key), request_range(key), request_range(binding_key)],
                 )
             except EtcdError as exc:
@@ -277,8 +280,6 @@ class EtcdCoordinator:
                 raise
             if ok:
                 self._written = max(self._written, revision)
-                if known is None:
-                    self._bindings[shard] = (self._storage_id, revision)
                 return Claim(
                     shard=shard,
                     worker_id=lease.worker_id,
@@ -293,6 +294,51 @@ class EtcdCoordinator:
                 return None
             self._remember_binding(shard, bound[0] if bound else None)
         return None
+
+    async def bind(self, claim: Claim) -> None:
+        """Record ``bindings/<s>`` → this storage, only while ``claim`` holds the shard.
+
+        One transaction: "``create_revision(shards/<s>) == epoch`` and
+        ``create_revision(bindings/<s>) == 0``", putting the binding (no lease). A shard known
+        bound to this storage costs no request.
+
+        Raises:
+            ClaimLostError: the claim no longer holds the shard (nothing was bound).
+            BoundElsewhereError: the shard is bound to another storage.
+            CoordinatorError: etcd did not answer.
+        """
+        shard = claim.shard
+        key = self._shard_key(shard)
+        binding_key = self._binding_key(shard)
+        value = json.dumps(
+            {"storageId": self._storage_id, "host": self._host, "boundAt": time.time()}
+        ).encode()
+        known = self._bindings.get(shard)
+        if known is not None and known[0] == self._storage_id:
+            return
+        ok, revision, responses = await self._etcd.txn(
+            [compare_create(key, claim.epoch), compare_create(binding_key, 0)],
+            [request_put(binding_key, value)],
+            [request_range(key), request_range(binding_key)],
+        )
+        if ok:
+            self._written = max(self._written, revision)
+            self._bindings[shard] = (self._storage_id, revision)
+            return
+        held, bound = (_kvs(r) for r in responses)
+        self._remember_binding(shard, bound[0] if bound else None)
+        if not held or held[0].create_revision != claim.epoch:
+            raise ClaimLostError(
+                f"shard {shard}: worker {claim.worker_id!r} no longer holds it under epoch "
+                f"{claim.epoch}; not bound"
+            )
+        now = self._bindings.get(shard)
+        if now is not None and now[0] == self._storage_id:
+            return  # bound by a concurrent first write of ours
+        raise BoundElsewhereError(
+            f"shard {shard} is bound to storage {now[0] if now else '?'!r}, not to "
+            f"{self._storage_id!r}"
+        )
 
     def _remember_binding(self, shard: int, kv: KeyValue | None) -> None:
         if kv is None:
@@ -438,7 +484,7 @@ async def open_etcd_coordinator(
         shard_count: S; must match what the cluster was created with.
         host: This host's name in ``members/<id>`` (default: the hostname).
         storage_id: Which storage this process sees (written into members, claims and the
-            bindings its first claims record).
+            bindings it records).
         storage_mode: ``local`` or ``shared`` (advertised in ``members/<id>``).
 
     Raises:

@@ -131,6 +131,10 @@ class InProcessCoordinator:
         self._claims[shard] = claim
         return claim
 
+    async def bind(self, claim: Claim) -> None:
+        """A no-op: one host records no storage bindings (every shard stays unbound)."""
+        await trio.lowlevel.checkpoint()
+
     async def release(self, claim: Claim) -> bool:
         await trio.lowlevel.checkpoint()
         self._expire()

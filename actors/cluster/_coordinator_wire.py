@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any
 
+import trio
+
 from actors.cluster._coordinator import (
     Claim,
     ClusterView,
@@ -162,6 +164,10 @@ class RemoteCoordinator:
             "cluster/claim", {"lease": _wire(lease), "shard": shard}, Claim | None
         )
         return claim
+
+    async def bind(self, claim: Claim) -> None:
+        """A no-op: the supervisor's coordinator records no storage bindings."""
+        await trio.lowlevel.checkpoint()
 
     async def release(self, claim: Claim) -> bool:
         released: bool = await self._call("cluster/release", {"claim": _wire(claim)}, bool)

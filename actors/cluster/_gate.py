@@ -13,6 +13,8 @@ shards it held are still served, but calls that change a session answer ``unavai
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -24,7 +26,13 @@ from actors.cluster._shards import shard_of
 from wire import CallContext, Endpoint, Registry
 from wire._errors import MovedError, UnavailableError
 
-__all__ = ["ClusterRegistry", "ShardGate", "gated_registry", "shard_map"]
+__all__ = ["CREATE_ENDPOINT", "ClusterRegistry", "ShardGate", "gated_registry", "shard_map"]
+
+#: The endpoint that creates a session: its ``sessionId`` names the shard the session lives in.
+CREATE_ENDPOINT = "sessions/create"
+
+#: Fresh ids tried before giving up on landing in an owned shard (each try is one BLAKE2b).
+_FRESH_ID_TRIES = 10_000
 
 
 def shard_map(view: ClusterView | None, *, self_id: str | None = None) -> dict[str, Any]:
@@ -105,6 +113,24 @@ class ShardGate:
     def owns(self, agent_id: str) -> bool:
         shard = shard_of(agent_id, self.shard_count)
         return shard in self._owned and shard not in self._draining
+
+    def fresh_session_id(self) -> str:
+        """A new session id (a UUID, as upstream's), in a shard this worker owns and is not
+        handing over when it owns one (so the session is created where its shard lives);
+        else any (the caller routes the create to its shard's owner)."""
+        shards = {s for s in self._owned if s not in self._draining}
+        if shards:
+            # Not `shard_of` itself: random ids would only evict its cache.
+            hashed = shard_of.__wrapped__
+            for _ in range(_FRESH_ID_TRIES):
+                session_id = str(uuid.uuid4())
+                if hashed(session_id, self.shard_count) in shards:
+                    return session_id
+        return str(uuid.uuid4())
+
+    def claim_of(self, shard: int) -> Claim | None:
+        """The claim this worker holds on ``shard`` (also while handing it over), or None."""
+        return self._owned.get(shard)
 
     def epoch_for(self, agent_id: str) -> int | None:
         """The fencing epoch of the claim on ``agent_id``'s shard, None when not owned here.
@@ -314,13 +340,37 @@ def _gated(endpoint: Endpoint, lookup: str, gate: ShardGate) -> Endpoint:
     )
 
 
-def gated_registry(registry: Registry, gate: ShardGate) -> ClusterRegistry:
+def _routed_create(
+    endpoint: Endpoint, route: Callable[[str, dict[str, Any]], Awaitable[Any]]
+) -> Endpoint:
+    """``sessions/create`` through the worker's router (``route(name, wire_args)``), which
+    creates a session only in a shard this worker owns and sends others to their owner."""
+    wire_names = {p.name: p.wire_name for p in endpoint.spec.params}
+
+    async def handler(context: CallContext, args: dict[str, Any]) -> Any:
+        wire_args = {wire_names[k]: v for k, v in args.items() if v is not None}
+        return await route(endpoint.spec.name, wire_args)
+
+    return attrs.evolve(endpoint, handler=handler, on_arrival=None, run_inline=None)
+
+
+def gated_registry(
+    registry: Registry,
+    gate: ShardGate,
+    *,
+    route_creates: Callable[[str, dict[str, Any]], Awaitable[Any]] | None = None,
+) -> ClusterRegistry:
     """A copy of ``registry`` whose agent endpoints pass ``gate``; its describe carries the
-    shard map as this worker sees it."""
+    shard map as this worker sees it. With ``route_creates`` (storage bindings are recorded),
+    ``sessions/create`` goes through it, so a session is created only by its shard's owner,
+    on the owner's storage."""
     out = ClusterRegistry(lambda: shard_map(gate.view, self_id=gate.worker_id))
     for endpoint in registry:
         lookup = next((p.name for p in endpoint.spec.params if p.lookup == "agent"), None)
         if endpoint.spec.name.startswith("system/"):
             continue  # the server adds its own
+        if route_creates is not None and endpoint.spec.name == CREATE_ENDPOINT:
+            out.add(_routed_create(endpoint, route_creates))
+            continue
         out.add(endpoint if lookup is None else _gated(endpoint, lookup, gate))
     return out

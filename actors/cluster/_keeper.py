@@ -80,6 +80,7 @@ async def keep_shards(
     ttl: float,
     close_shard: Callable[[int], Awaitable[None]],
     on_view: Callable[[ClusterView], None] | None = None,
+    after_claim: Callable[[Claim], Awaitable[None]] | None = None,
     margin: float | None = None,
     clock: Callable[[], float] = time.monotonic,
     task_status: Any = trio.TASK_STATUS_IGNORED,
@@ -93,6 +94,8 @@ async def keep_shards(
         ttl: Lease TTL asked for (the coordinator may round it up).
         close_shard: Passivate a shard's actors and close its sessions (locks released).
         on_view: Called with every view seen.
+        after_claim: Awaited with each claim granted, once the gate owns it (binds the shard
+            when this storage already holds its sessions; must not raise).
         margin: Fencing margin (default `default_margin` of the granted TTL).
         clock: Monotonic seconds (the same clock the gate's `may_ack` is asked with).
         task_status: Started with the first lease once joined.
@@ -105,7 +108,9 @@ async def keep_shards(
             if not started:
                 started = True
                 task_status.started(holding.lease)
-            expired = await _hold(coordinator, gate, holding, close_shard, on_view, clock)
+            expired = await _hold(
+                coordinator, gate, holding, close_shard, on_view, clock, after_claim
+            )
             if not expired:
                 # Fenced: keep serving reads of what we held until the coordinator answers.
                 expired = await _wait_answer(coordinator, holding.lease)
@@ -157,11 +162,14 @@ async def _hold(
     close_shard: Callable[[int], Awaitable[None]],
     on_view: Callable[[ClusterView], None] | None,
     clock: Callable[[], float],
+    after_claim: Callable[[Claim], Awaitable[None]] | None = None,
 ) -> bool:
     """Keep the lease and the shards until the lease is lost; whether it was reported
     expired (False: its deadline passed unconfirmed, and the gate is fenced)."""
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_follow, coordinator, gate, holding, close_shard, on_view, clock)
+        nursery.start_soon(
+            _follow, coordinator, gate, holding, close_shard, on_view, clock, after_claim
+        )
         expired = await _keep_alive(coordinator, gate, holding, clock)
         gate.fence()
         nursery.cancel_scope.cancel()
@@ -214,6 +222,7 @@ async def _follow(
     close_shard: Callable[[int], Awaitable[None]],
     on_view: Callable[[ClusterView], None] | None,
     clock: Callable[[], float],
+    after_claim: Callable[[Claim], Awaitable[None]] | None = None,
 ) -> None:
     """Watch the cluster and converge on the desired shards (retried every second)."""
     changed = trio.Event()
@@ -243,7 +252,9 @@ async def _follow(
                 def may_claim() -> bool:
                     return holding.clock.may_claim(clock())
 
-                await _converge(coordinator, gate, holding, latest[0], close_shard, may_claim)
+                await _converge(
+                    coordinator, gate, holding, latest[0], close_shard, may_claim, after_claim
+                )
 
 
 async def _converge(
@@ -253,6 +264,7 @@ async def _converge(
     view: ClusterView,
     close_shard: Callable[[int], Awaitable[None]],
     may_claim: Callable[[], bool],
+    after_claim: Callable[[Claim], Awaitable[None]] | None = None,
 ) -> None:
     lease = holding.lease
     desired = desired_shards(lease.worker_id, view)
@@ -275,6 +287,8 @@ async def _converge(
                 return  # retried on the next view or tick
             if granted is not None:
                 gate.own(granted)
+                if after_claim is not None:
+                    await after_claim(granted)
 
 
 async def _hand_over(

@@ -1,8 +1,10 @@
 """Storage modes: which workers may own a shard, given where its sessions live.
 
 Each worker advertises the storage it sees (``storageId``). The etcd coordinator binds a shard
-to the storage of its first owner (``bindings/<s>``, no lease), and from then on only workers
-that see that storage may own it:
+to a storage when that storage first holds one of its sessions (``bindings/<s>``, no lease;
+written before the first session write, or at a claim when the storage already holds some:
+``_binding.py``), and from then on only workers that see that storage may own it. Unbound
+shards go to any live worker, so a host joining later takes its share of the empty ones:
 
 - ``local`` (default): the storage id is ``<host-id>:<data dir>``, unique to one host, so a
   shard fails over only between that host's workers. When the host is gone its shards are

@@ -28,9 +28,11 @@ from actors._config import Config
 from actors._query_limits import limit_queries
 from actors._serve import Runtime, call_local, open_runtime
 from actors._system import ActorSystem
+from actors.cluster._binding import ShardBinder, held_shards_of
 from actors.cluster._coordinator import Member
+from actors.cluster._coordinator_etcd import EtcdCoordinator
 from actors.cluster._etcd_cluster import open_worker_coordinator
-from actors.cluster._gate import ShardGate, gated_registry
+from actors.cluster._gate import CREATE_ENDPOINT, ShardGate, gated_registry
 from actors.cluster._keeper import keep_shards
 from actors.cluster._pool import ClientPool
 from actors.cluster._router import call_owner
@@ -48,18 +50,27 @@ _PARENT_CHECK = 0.5
 
 
 def _router(
-    system: ActorSystem, gate: ShardGate, pool: ClientPool
+    system: ActorSystem, gate: ShardGate, pool: ClientPool, *, gate_creates: bool = False
 ) -> Callable[[str, dict[str, Any]], Awaitable[Any]]:
-    """Actor-to-actor calls: local when this worker owns the agent, else to its owner."""
+    """Actor-to-actor calls: local when this worker owns the agent, else to its owner. With
+    ``gate_creates`` (storage bindings are recorded), ``sessions/create`` is routed too: a new
+    session gets an id in a shard this worker owns, a given id goes to its shard's owner."""
 
     async def route(endpoint: str, args: dict[str, Any]) -> Any:
         target = system.registry.get(endpoint)
         lookup = target is not None and any(p.lookup == "agent" for p in target.spec.params)
         agent_id = args.get("agentId") if lookup else None
+        mutates = target is not None and target.spec.mutates
+        if gate_creates and endpoint == CREATE_ENDPOINT and target is not None:
+            agent_id = args.get("sessionId")
+            if agent_id is None:
+                agent_id = gate.fresh_session_id()
+                args = {**args, "sessionId": agent_id}
+            mutates = True
         if not isinstance(agent_id, str) or target is None:
             return await call_local(system, endpoint, args)
         try:
-            shard = gate.enter(agent_id, mutates=target.spec.mutates)
+            shard = gate.enter(agent_id, mutates=mutates)
         except MovedError:
             return await call_owner(
                 pool,
@@ -76,6 +87,27 @@ def _router(
             gate.leave(shard)
 
     return route
+
+
+def _creates(
+    system: ActorSystem, gate: ShardGate, pool: ClientPool
+) -> Callable[[str, dict[str, Any]], Awaitable[Any]]:
+    """``sessions/create`` called over the wire: a given ``sessionId`` must be in a shard this
+    worker owns (else ``moved``: the caller routes by it); without one, the new session gets an
+    id in an owned shard (or, owning none, is created by the owner of a fresh id's shard)."""
+    route = _router(system, gate, pool, gate_creates=True)
+
+    async def create(endpoint: str, args: dict[str, Any]) -> Any:
+        session_id = args.get("sessionId")
+        if session_id is None:
+            return await route(endpoint, {**args, "sessionId": gate.fresh_session_id()})
+        shard = gate.enter(session_id, mutates=True)
+        try:
+            return await call_local(system, endpoint, args)
+        finally:
+            gate.leave(shard)
+
+    return create
 
 
 def _ack_guard(gate: ShardGate) -> Callable[[str], None]:
@@ -125,6 +157,7 @@ async def run_worker(
     this host's ``data_dir``)."""
     parent = os.getppid()
     gate = ShardGate(worker_id, shard_count)
+    placement = placement or Placement.build(data_dir=data_dir)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with (
             # The supervisor's control endpoint, or etcd (``serve --coordinator etcd://…``).
@@ -132,28 +165,43 @@ async def run_worker(
                 control,
                 worker_id=worker_id,
                 shard_count=shard_count,
-                placement=placement or Placement.build(data_dir=data_dir),
+                placement=placement,
             ) as coordinator,
             trio.open_nursery() as nursery,
         ):
             pool = ClientPool(nursery, name=f"agent-actors worker {worker_id}")
+            # Only etcd records storage bindings: there a shard is bound to this storage
+            # before the first byte of one of its sessions is written here (`_binding.py`).
+            binder = (
+                ShardBinder(coordinator, gate, placement.storage_id)
+                if isinstance(coordinator, EtcdCoordinator)
+                else None
+            )
+            binds = binder is not None
             async with open_runtime(
                 config,
                 data_dir,
                 sessions_dir=sessions_dir,
                 writable=writable,
-                route=lambda system: _router(system, gate, pool),
+                route=lambda system: _router(system, gate, pool, gate_creates=binds),
                 epoch_of=gate.epoch_for,
                 ack_guard=_ack_guard(gate),
+                before_write=binder.before_write if binder is not None else None,
             ) as runtime:
+                if binder is not None:
+                    binder.held_shards = held_shards_of(runtime.sessions.directory, shard_count)
                 registry = gated_registry(
-                    limit_queries(runtime.system.registry, config.max_query_length), gate
+                    limit_queries(runtime.system.registry, config.max_query_length),
+                    gate,
+                    route_creates=_creates(runtime.system, gate, pool) if binds else None,
                 )
                 server = Server(registry, limits=config.wire)
                 addresses = await nursery.start(server.run, [endpoint])
                 member = Member(worker_id=worker_id, endpoint=addresses[0])
 
                 def forget_gone(view: Any) -> None:
+                    if binder is not None:
+                        binder.observe(view)
                     live = {m.endpoint for m in view.members}
                     for known in pool.endpoints():
                         if known not in live:
@@ -170,6 +218,7 @@ async def run_worker(
                             ttl=ttl,
                             close_shard=functools.partial(_close_shard, runtime, gate),
                             on_view=forget_gone,
+                            after_claim=binder.after_claim if binder is not None else None,
                         )
                     stop.set()
 

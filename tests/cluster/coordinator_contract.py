@@ -207,12 +207,16 @@ class CoordinatorContract:
             assert all(claim.epoch <= view.revision for claim in view.claims)
         assert seen[-1].owner(4) == c4
 
-    async def test_bindings_follow_claims_and_outlive_leases(self, coordinator: Any) -> None:
-        """A storage binding (where a coordinator records them) names only a shard that was
-        claimed, with the claimer's storage, and outlives the claimer's lease; coordinators
+    async def test_bindings_follow_binds_and_outlive_leases(self, coordinator: Any) -> None:
+        """A claim binds nothing; a bind (where a coordinator records bindings) names only the
+        bound shard, with the claimer's storage, and outlives the claimer's lease; coordinators
         without storage tracking bind nothing (every shard stays open to every worker)."""
         lease = await coordinator.join(member("w1"), ttl=TTL)
-        assert await coordinator.claim(lease, 3) is not None
+        claim = await coordinator.claim(lease, 3)
+        assert claim is not None
+        assert (await coordinator.view()).bindings == ()
+        assert await coordinator.bind(claim) is None
+        assert await coordinator.bind(claim) is None  # already bound here: no error
         view = await coordinator.view()
         storage = view.members[0].storage_id
         assert {b.shard for b in view.bindings} <= {3}

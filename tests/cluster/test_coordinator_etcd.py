@@ -68,12 +68,20 @@ async def test_keys_follow_the_documented_layout(
     etcd: EtcdCluster, etcd_coordinator: EtcdCoordinator
 ) -> None:
     """members/<id> and shards/<s> hold documented JSON on the lease, epoch is create_revision,
-    and the first claim binds the shard to the claimer's storage (bindings/<s>, no lease)."""
+    a claim writes no binding, and a bind records the claimer's storage (bindings/<s>, no
+    lease)."""
     lease = await etcd_coordinator.join(member("w1"), ttl=TTL)
     claim = await etcd_coordinator.claim(lease, 6)
     assert claim is not None
     prefix = etcd_coordinator.prefix
     async with open_etcd_client(etcd.urls) as client:
+        _, kvs = await client.range(prefix, prefix_end(prefix))
+        assert sorted(kv.key[len(prefix) :].decode() for kv in kvs) == [
+            "config",
+            "members/w1",
+            "shards/6",
+        ]
+        await etcd_coordinator.bind(claim)
         _, kvs = await client.range(prefix, prefix_end(prefix))
     keys = {kv.key[len(prefix) :].decode(): kv for kv in kvs}
     assert sorted(keys) == ["bindings/6", "config", "members/w1", "shards/6"]

@@ -281,6 +281,14 @@ async def _agent_on(client: Any, host: str, cwd: Path, n: int = 0) -> str:
     raise AssertionError(f"no agent landed on host {host}")
 
 
+def _id_in(shard: int) -> str:
+    """A fresh agent id in ``shard``."""
+    while True:
+        candidate = str(uuid.uuid4())
+        if shard_of(candidate, SHARDS) == shard:
+            return candidate
+
+
 async def _stop(process: trio.Process) -> None:
     """SIGKILL ``process`` and its children (a supervisor's workers); reap it."""
     with trio.CancelScope(shield=True):
@@ -338,8 +346,13 @@ async def test_local_storage_partition_makes_shards_unavailable(net: Net, tmp_pa
     try:
         with trio.fail_after(150):
             url = await _start_etcd(net, tmp_path)
-            await _start_host(net, "a", tmp_path, cluster, [])
-            # A came first: it bound every shard to its storage, so B's workers own none.
+            address_a = await _start_host(net, "a", tmp_path, cluster, [])
+            await _wait_map(address_a, lambda m: len(_owned_by(m, "a")) == SHARDS, within=20)
+            # A session in every shard binds every shard to A's storage (a claim alone binds
+            # nothing), so B's workers, started later, may own none.
+            async with open_client(address_a) as via_a:
+                for shard in range(SHARDS):
+                    await via_a.call("agents/create", {"agentId": _id_in(shard), "cwd": "/"})
             address_b = await _start_host(net, "b", tmp_path, cluster, [])
             shard_map = await _shard_map(address_b)
             assert sorted(shard_map["workers"]) == ["a-w1", "a-w2", "b-w1", "b-w2"]

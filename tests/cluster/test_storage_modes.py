@@ -15,7 +15,7 @@ import trio
 
 from actors._config import ConfigError, load_config
 from actors.cluster import Claim, ClusterView, Member, desired_shards, rendezvous_owner
-from actors.cluster._coordinator import Binding
+from actors.cluster._coordinator import Binding, ClaimLostError
 from actors.cluster._coordinator_etcd import EtcdCoordinator, open_etcd_coordinator
 from actors.cluster._etcd_http import open_etcd_client, prefix_end
 from actors.cluster._shards import eligible_workers, placement_owner
@@ -187,11 +187,12 @@ async def _bindings(etcd: EtcdCluster, name: str) -> dict[int, dict[str, object]
 
 
 @pytest.mark.etcd
-async def test_first_claim_binds_and_binding_restricts_later_claims(
+async def test_claim_binds_nothing_and_bind_restricts_later_claims(
     etcd: EtcdCluster, cluster_name: str
 ) -> None:
-    """The first claim records a lease-less binding; after the owner's lease is gone the shard
-    stays bound: a worker on another storage is refused, one on the same storage succeeds."""
+    """A claim writes no binding; a bind records a lease-less one; after the owner's lease is
+    gone the shard stays bound: a worker on another storage is refused, one on the same storage
+    succeeds, and an unbound shard is open to anyone."""
     with trio.fail_after(30):
         async with (
             _open(etcd, cluster_name, "a", "a:/data") as host_a,
@@ -200,6 +201,8 @@ async def test_first_claim_binds_and_binding_restricts_later_claims(
             lease_a = await host_a.join(_member("a-w1"), ttl=TTL)
             first = await host_a.claim(lease_a, 3)
             assert first is not None
+            assert await _bindings(etcd, cluster_name) == {}
+            await host_a.bind(first)
             assert (await _bindings(etcd, cluster_name))[3]["storageId"] == "a:/data"
             view = await host_b.view()
             assert view.binding(3) == "a:/data"
@@ -208,7 +211,10 @@ async def test_first_claim_binds_and_binding_restricts_later_claims(
             await host_a.leave(lease_a)
             lease_b = await host_b.join(_member("b-w1"), ttl=TTL)
             assert await host_b.claim(lease_b, 3) is None  # bound elsewhere
-            assert await host_b.claim(lease_b, 4) is not None  # unbound: binds to b
+            fourth = await host_b.claim(lease_b, 4)
+            assert fourth is not None  # unbound: claimed, still unbound
+            assert (await host_b.view()).binding(4) is None
+            await host_b.bind(fourth)
             view = await host_b.view()
             assert stranded(view, 3)
             assert (view.binding(3), view.binding(4)) == ("a:/data", "b:/data")
@@ -221,6 +227,50 @@ async def test_first_claim_binds_and_binding_restricts_later_claims(
 
 
 @pytest.mark.etcd
+async def test_bind_needs_the_claim_and_an_unbound_or_own_shard(
+    etcd: EtcdCluster, cluster_name: str
+) -> None:
+    """A bind by a claim that lost its shard binds nothing (`ClaimLostError`), also once
+    another storage owns or bound the shard; a second bind of one's own shard is fine; a claim
+    never races a bind (it compares the binding key)."""
+    with trio.fail_after(30):
+        async with (
+            _open(etcd, cluster_name, "a", "a:/data") as host_a,
+            _open(etcd, cluster_name, "b", "b:/data") as host_b,
+        ):
+            lease_a = await host_a.join(_member("a-w1"), ttl=TTL)
+            stale = await host_a.claim(lease_a, 5)
+            assert stale is not None
+            assert await host_a.release(stale)
+            with pytest.raises(ClaimLostError, match=r"shard 5: worker 'a-w1' no longer holds"):
+                await host_a.bind(stale)
+            lease_b = await host_b.join(_member("b-w1"), ttl=TTL)
+            taken = await host_b.claim(lease_b, 5)
+            assert taken is not None
+            with pytest.raises(ClaimLostError):
+                await host_a.bind(stale)
+            assert await _bindings(etcd, cluster_name) == {}
+            await host_b.bind(taken)
+            await host_b.bind(taken)  # already ours: fine
+            assert await host_b.release(taken)
+            # a's guess "unbound" is stale: its claim re-reads and refuses, never races.
+            assert await host_a.claim(lease_a, 5) is None
+            assert (await _bindings(etcd, cluster_name))[5]["storageId"] == "b:/data"
+            # A claim taken before someone else bound the shard cannot bind it afterwards.
+            lease_b2 = await host_b.join(_member("b-w2"), ttl=TTL)
+            early = await host_a.claim(lease_a, 6)
+            assert early is not None
+            assert await host_a.release(early)
+            other = await host_b.claim(lease_b2, 6)
+            assert other is not None
+            await host_b.bind(other)
+            assert await host_b.release(other)
+            with pytest.raises(ClaimLostError):
+                await host_a.bind(early)
+            assert (await _bindings(etcd, cluster_name))[6]["storageId"] == "b:/data"
+
+
+@pytest.mark.etcd
 async def test_shared_storage_moves_between_hosts(etcd: EtcdCluster, cluster_name: str) -> None:
     """Two hosts naming one shared storage may each take a shard the other bound."""
     with trio.fail_after(30):
@@ -229,7 +279,9 @@ async def test_shared_storage_moves_between_hosts(etcd: EtcdCluster, cluster_nam
             _open(etcd, cluster_name, "b", "nfs") as host_b,
         ):
             lease_a = await host_a.join(_member("a-w1"), ttl=TTL)
-            assert await host_a.claim(lease_a, 1) is not None
+            bound = await host_a.claim(lease_a, 1)
+            assert bound is not None
+            await host_a.bind(bound)
             await host_a.leave(lease_a)
             lease_b = await host_b.join(_member("b-w1"), ttl=TTL)
             moved = await host_b.claim(lease_b, 1)
@@ -252,9 +304,13 @@ async def test_evict_host_frees_its_bindings(etcd: EtcdCluster, cluster_name: st
         ):
             lease_a = await host_a.join(_member("a-w1"), ttl=TTL)
             for shard in (0, 1):
-                assert await host_a.claim(lease_a, shard) is not None
+                claim = await host_a.claim(lease_a, shard)
+                assert claim is not None
+                await host_a.bind(claim)
             lease_shared = await shared_a.join(_member("a-w2"), ttl=TTL)
-            assert await shared_a.claim(lease_shared, 2) is not None
+            claim = await shared_a.claim(lease_shared, 2)
+            assert claim is not None
+            await shared_a.bind(claim)
             await shared_c.join(_member("c-w1"), ttl=TTL)
 
             with pytest.raises(EvictionRefusedError, match=r"a-w1, a-w2"):
@@ -273,6 +329,7 @@ async def test_evict_host_frees_its_bindings(etcd: EtcdCluster, cluster_name: st
             await host_b.view()  # refresh its idea of the bindings
             taken = await host_b.claim(lease_b, 0)
             assert taken is not None
+            await host_b.bind(taken)
             assert (await _bindings(etcd, cluster_name))[0]["storageId"] == "b:/data"
 
 
