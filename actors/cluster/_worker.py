@@ -47,6 +47,9 @@ log = logging.getLogger("actors.cluster")
 
 #: How often a worker checks that its supervisor is still its parent (seconds).
 _PARENT_CHECK = 0.5
+#: How long a stopping worker spends flushing and unlocking its shards' sessions before it
+#: leaves the cluster anyway (seconds; its lease going frees the shards either way).
+_CLOSE_GRACE = 5.0
 
 
 def _router(
@@ -244,6 +247,12 @@ async def run_worker(
                 nursery.start_soon(watch_parent)
                 await stop.wait()
                 await server.aclose()
+                # Leaving frees every shard at once: flush and unlock their sessions first, as a
+                # hand-over does before its release, so the next owner never finds one still
+                # locked (or with writes still buffered) here.
+                with trio.move_on_after(_CLOSE_GRACE):
+                    for shard in gate.owned:
+                        await _close_shard(runtime, gate, shard)
                 keeper.cancel()
                 pool.close_all()
                 nursery.cancel_scope.cancel()
