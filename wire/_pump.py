@@ -170,9 +170,6 @@ class SocketPump:
         #: do. The owner increments it before the task is scheduled and decrements it when the
         #: task runs; while it is positive the pump yields instead of sleeping on the FD.
         self.expecting = 0
-        #: Set by the owner (from ``on_receive``) when a task it just woke must run before the
-        #: pump reads on: the drain stops after the current message and the pump yields.
-        self._yield_requested = False
         #: Frames sent and received, for statistics.
         self.sent = 0
         self.received = 0
@@ -204,14 +201,6 @@ class SocketPump:
             elif self._wake_scope is not None:
                 self._wake_scope.cancel()
 
-    def yield_soon(self) -> None:
-        """Stop the drain in progress after the current message, send what is queued, and
-        let other tasks run before reading on. The server asks this when a frame cancelled a
-        running handler: with calls queued behind it, finishing the batch first (up to two
-        drains of ``_RECEIVE_BATCH`` frames, each with its handlers) would keep the cancelled
-        handler from observing its cancellation for milliseconds."""
-        self._yield_requested = True
-
     def backlog_size(self) -> int:
         return sum(len(b) for b in self._backlog.values())
 
@@ -239,18 +228,10 @@ class SocketPump:
                         # answers): send them now, not after a scheduler pass, then look at
                         # the socket again (a send may have consumed the FD's signal).
                         self._flush()
-                        if not self._yield_requested:
-                            self._drain()
-                if self._outgoing or self._stale or self._yield_requested:
-                    # Frames queued while draining, a drain that stopped before EVENTS
-                    # showed it empty, or a woken task that must run first: go round again
-                    # after letting other tasks run.
-                    if self._yield_requested:
-                        self._yield_requested = False
-                        # The woken task and the pump share the next batch, in either order
-                        # (trio reverses half of its batches): one more pass makes sure it
-                        # has run before the pump reads on.
-                        await trio.lowlevel.checkpoint()
+                        self._drain()
+                if self._outgoing or self._stale:
+                    # Frames queued while draining, or a drain that stopped before EVENTS
+                    # showed it empty: go round again after letting other tasks run.
                     idle_yields = 0
                     await trio.lowlevel.checkpoint()
                     continue
@@ -339,8 +320,6 @@ class SocketPump:
                     frames.append(part.bytes)
                 count += 1
                 on_receive(peer, frames)
-                if self._yield_requested:
-                    break  # _stale stays set: the next pass reads on
         except zmq.Again:
             self.drained_at = now
         self.received += count

@@ -280,10 +280,6 @@ class Server:
                 case CancelCall(record):
                     if record.handle is not None:
                         record.handle.cancel()
-                        if self._pump is not None:
-                            # The handler observes its cancel (and ends the call) only when
-                            # it runs: before the calls queued behind this frame, not after.
-                            self._pump.yield_soon()
                 case PeerGreeted(peer, hello):
                     log.debug("peer %s greeted (%s)", peer.hex(), hello.name)
                 case PeerDropped(peer, reason):
