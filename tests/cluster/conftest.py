@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import trio
 
+from actors.cluster._etcd_http import open_etcd_client, prefix_end
 from tests.cluster._etcd import EtcdCluster, etcd_binary, start_etcd
 
 
@@ -29,3 +32,17 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+async def cluster_name(etcd: EtcdCluster) -> AsyncIterator[str]:
+    """A fresh cluster name in the session's etcd; its leases are revoked afterwards, so no
+    expiry lands in a later test's revisions."""
+    name = f"c-{uuid.uuid4().hex[:10]}"
+    yield name
+    with trio.move_on_after(5, shield=True):
+        async with open_etcd_client(etcd.urls) as client:
+            prefix = f"/agent-actors/{name}/".encode()
+            _, kvs = await client.range(prefix, prefix_end(prefix))
+            for lease in {kv.lease for kv in kvs if kv.lease}:
+                await client.lease_revoke(lease)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,18 +25,6 @@ from tests.cluster._etcd import EtcdCluster
 from wire import MovedError, UnavailableError, open_client
 
 TTL = 30.0
-
-
-@pytest.fixture
-async def cluster_name(etcd: EtcdCluster) -> AsyncIterator[str]:
-    name = f"bind-{uuid.uuid4().hex[:10]}"
-    yield name
-    with trio.move_on_after(5, shield=True):
-        async with open_etcd_client(etcd.urls) as client:
-            prefix = f"/agent-actors/{name}/".encode()
-            _, kvs = await client.range(prefix, prefix_end(prefix))
-            for lease in {kv.lease for kv in kvs if kv.lease}:
-                await client.lease_revoke(lease)
 
 
 async def _bindings(etcd: EtcdCluster, name: str) -> dict[int, str]:

@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
@@ -156,18 +155,6 @@ def test_cli_usage_errors(tmp_path: Path) -> None:
 
 def _member(name: str) -> Member:
     return Member(worker_id=name, endpoint=f"ipc:///tmp/{name}.sock")
-
-
-@pytest.fixture
-async def cluster_name(etcd: EtcdCluster) -> AsyncIterator[str]:
-    name = f"st-{uuid.uuid4().hex[:10]}"
-    yield name
-    with trio.move_on_after(5, shield=True):
-        async with open_etcd_client(etcd.urls) as client:
-            prefix = f"/agent-actors/{name}/".encode()
-            _, kvs = await client.range(prefix, prefix_end(prefix))
-            for lease in {kv.lease for kv in kvs if kv.lease}:
-                await client.lease_revoke(lease)
 
 
 def _open(
