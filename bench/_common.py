@@ -51,9 +51,12 @@ __all__ = [
     "progress",
     "publish",
     "ratio",
+    "record_steal",
     "run_guarded",
     "server_process",
     "sigterm_as_interrupt",
+    "steal_seconds",
+    "steal_warning",
     "target_rows",
     "write_json",
 ]
@@ -242,6 +245,41 @@ def machine_info() -> dict[str, Any]:
         "msgpack": ".".join(str(part) for part in msgpack.version),
         "trio": trio.__version__,
     }
+
+
+def steal_seconds() -> float | None:
+    """CPU seconds so far that the hypervisor gave to other guests while this VM's CPUs wanted
+    to run (``steal`` in ``/proc/stat``, all CPUs); None where there is no such counter."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = stat.readline().split()
+    except OSError:
+        return None
+    if len(fields) < 9 or fields[0] != "cpu":
+        return None
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+
+
+def record_steal(machine: dict[str, Any], before: float | None, elapsed: float) -> None:
+    """Add the run's steal (seconds, and its share of the CPU time the run spanned) to
+    ``machine``: a busy host slows every process of a VM alike, which no per-process counter
+    shows."""
+    after = steal_seconds()
+    if before is None or after is None or elapsed <= 0:
+        return
+    machine["hostStealSeconds"] = round(after - before, 3)
+    machine["hostStealShare"] = round((after - before) / (elapsed * (os.cpu_count() or 1)), 4)
+
+
+def steal_warning(machine: Mapping[str, Any], limit: float = 0.02) -> str | None:
+    """A warning line when the host took more than ``limit`` of the VM's CPU time."""
+    share = machine.get("hostStealShare")
+    if share is None or share <= limit:
+        return None
+    return (
+        f"warning: the host gave {share:.1%} of this VM's CPU time to other guests during the "
+        "run (steal); every figure is skewed, ratios less than absolute numbers"
+    )
 
 
 def _cpu_model() -> str | None:

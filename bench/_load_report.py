@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bench._common import format_count, format_ratio, format_table
+from bench._common import format_count, format_ratio, format_table, steal_warning
 
 __all__ = [
     "PAYLOADS",
@@ -346,6 +346,9 @@ def render_tables(report: Mapping[str, Any]) -> str:
             f"warning: other programs used more than 0.2 CPUs during {len(busy)} phases "
             f"({', '.join(busy[:6])}{', ...' if len(busy) > 6 else ''}); those figures are skewed"
         )
+    warning = steal_warning(machine)
+    if warning is not None:
+        parts.append(warning)
     for payload in PAYLOADS:
         parts.append(_echo_tables(report, payload))
     parts.append(_keystroke_table(report))

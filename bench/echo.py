@@ -48,8 +48,11 @@ from bench._common import (
     progress,
     publish,
     ratio,
+    record_steal,
     run_guarded,
     server_process,
+    steal_seconds,
+    steal_warning,
     target_rows,
 )
 from bench.peers import _raw as raw_peer
@@ -327,6 +330,7 @@ def run_benchmark(settings: Settings) -> dict[str, Any]:
     started_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     clock = time.perf_counter()
     machine = machine_info()
+    steal = steal_seconds()
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
@@ -340,6 +344,7 @@ def run_benchmark(settings: Settings) -> dict[str, Any]:
             progress("agent-actors: starting `python -m actors serve`")
             with server_process(argv, ready_prefix=READY_LINE, cwd=ROOT, env=env) as ours_at:
                 raw, ours = trio.run(measure, raw_at[0], ours_at[0], settings)
+    record_steal(machine, steal, time.perf_counter() - clock)
     return build_report(settings, machine, raw, ours, started_at, time.perf_counter() - clock)
 
 
@@ -467,6 +472,9 @@ def render_table(report: dict[str, Any]) -> str:
         f"targets judged on {ours.get('endpoint', 'diagnostics/echoSync')} "
         f"({ours.get('handler', HANDLERS['ours'][1])})"
     )
+    warning = steal_warning(machine)
+    if warning is not None:
+        header += f"\n{warning}"
     targets = format_table(target_rows(report["targets"]))
     text = f"{header}\n\n{format_table(rows)}\n\ntargets, def handler:\n{targets}"
     if other is not None:
