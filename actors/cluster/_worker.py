@@ -103,7 +103,7 @@ def _creates(
     async def create(endpoint: str, args: dict[str, Any]) -> Any:
         session_id = args.get("sessionId")
         if session_id is None:
-            return await route(endpoint, {**args, "sessionId": gate.fresh_session_id()})
+            return await route(endpoint, args)  # it picks the id (`gate.fresh_session_id`)
         shard = gate.enter(session_id, mutates=True)
         try:
             return await call_local(system, endpoint, args)
