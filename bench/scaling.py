@@ -61,13 +61,18 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "bench" / "results" / "scaling.json"
 
 
+def _stat_cpu_seconds(stat: str) -> float:
+    """User + system CPU seconds from the text of a ``/proc/…/stat`` file."""
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _cpu_seconds(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
+            return _stat_cpu_seconds(stat.read())
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _children(root: int) -> list[int]:
@@ -102,8 +107,7 @@ def _zmq_threads(pid: int) -> tuple[float, int]:
         except OSError:
             continue  # the thread ended
         if text[text.index("(") + 1 : text.rindex(")")].startswith("ZMQbg/IO"):
-            fields = text.rsplit(")", 1)[1].split()
-            io += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            io += _stat_cpu_seconds(text)
         for line in lines:
             if line.startswith("nonvoluntary_ctxt_switches:"):
                 preempted += int(line.split()[1])
