@@ -93,7 +93,7 @@ class ShardBinder:
                 not answer; nothing may be written.
         """
         shard = shard_of(session_id, self._gate.shard_count)
-        if shard in self.bound or self._known_bound(shard):
+        if self._known_bound(shard):
             return
         claim = self._gate.claim_of(shard)
         if claim is None:
