@@ -12,6 +12,7 @@ from typing import Any
 import trio
 
 from actors._cli_security import exposure_problem
+from wire import IO_THREAD_POLICIES, use_io_thread_policy
 
 __all__ = ["add_cluster_command", "add_cluster_serve_options", "run_supervisor"]
 
@@ -30,6 +31,14 @@ def add_cluster_serve_options(serve_cmd: argparse.ArgumentParser) -> None:
     )
     serve_cmd.add_argument(
         "--shards", type=int, default=64, help="shard count with --workers (default 64)"
+    )
+    serve_cmd.add_argument(
+        "--io-threads",
+        choices=IO_THREAD_POLICIES,
+        default="batch",
+        help="with --workers: how the processes' ZeroMQ I/O threads are scheduled; batch "
+        "(default): they do not preempt a busy event loop, which saves a context switch every "
+        "few calls when the workers and their clients outnumber the cores (docs/scale-out.md)",
     )
     serve_cmd.add_argument(
         "--coordinator",
@@ -164,6 +173,8 @@ def run_supervisor(
         passed += ["--durability", args.durability]
     if args.writable:
         passed.append("--writable")
+    passed += ["--io-threads", args.io_threads]
+    use_io_thread_policy(args.io_threads)  # before the supervisor's first socket
     if args.coordinator is not None and not args.coordinator.startswith("etcd://"):
         print("agent-actors: --coordinator must be an etcd://host:port URL", file=sys.stderr)
         return EXIT_USAGE

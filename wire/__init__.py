@@ -39,6 +39,9 @@ from wire._errors import UnavailableError as UnavailableError
 from wire._errors import UnknownEndpointError as UnknownEndpointError
 from wire._errors import UnsupportedVersionError as UnsupportedVersionError
 from wire._errors import WireError as WireError
+from wire._io_threads import IO_THREAD_POLICIES as IO_THREAD_POLICIES
+from wire._io_threads import IoThreadPolicy as IoThreadPolicy
+from wire._io_threads import use_io_thread_policy as use_io_thread_policy
 from wire._messages import PROTOCOL_VERSION as PROTOCOL_VERSION
 from wire._messages import Bye as Bye
 from wire._messages import Call as Call

@@ -32,6 +32,7 @@ from wire._errors import (
     UnknownEndpointError,
     WireError,
 )
+from wire._io_threads import new_context
 from wire._messages import Error, Result
 from wire._pump import SocketPump
 from wire._security import AuthenticatedSocket, ServerSecurity, bind_private
@@ -123,7 +124,7 @@ class Server:
         # A CURVE server's ZAP handler is bound in its socket's context, one per context: a
         # secured server gets a context of its own unless one is given.
         self._own_context = security is not None and context is None
-        self._context = context or (zmq.Context() if self._own_context else zmq.Context.instance())
+        self._context = context or (new_context() if self._own_context else zmq.Context.instance())
         #: CURVE, the ZAP allowlist and per-call authorization (wire/_security.py).
         self.security = security
         #: Per peer, the client key (ZAP User-Id) of its connection; the key of the message

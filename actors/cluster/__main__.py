@@ -15,6 +15,7 @@ from actors._config import ConfigError, load_config
 from actors.cluster._storage import STORAGE_MODES, Placement
 from actors.cluster._supervisor import WORKER_READY
 from actors.cluster._worker import run_worker
+from wire import IO_THREAD_POLICIES, use_io_thread_policy
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -34,6 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     worker.add_argument("--host-id", help="this host's name in the cluster (etcd only)")
     worker.add_argument("--storage-mode", choices=STORAGE_MODES, default="local")
     worker.add_argument("--storage-id", help="the storage this worker sees (etcd only)")
+    worker.add_argument("--io-threads", choices=IO_THREAD_POLICIES, default="normal")
     args = parser.parse_args(argv)
     try:
         placement = Placement.build(
@@ -52,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.durability is not None:
         config = attrs.evolve(config, durability=args.durability)
+
+    use_io_thread_policy(args.io_threads)  # before the worker's first socket
 
     def ready(addresses: list[str]) -> None:
         print(f"{WORKER_READY} {' '.join(addresses)}", flush=True)
