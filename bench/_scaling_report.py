@@ -29,6 +29,7 @@ MEDIAN_KEYS = (
     "workersIoCpuUsPerCall",
     "workersPreemptionsPerCall",
     "generatorCpuUsPerCall",
+    "busiestWorkerAgentShare",
 )
 
 
@@ -75,7 +76,14 @@ def summarize_sample(
         "workersIoCpuUsPerCall": _per_call(after[2] - before[2], calls),
         "workersPreemptionsPerCall": (after[3] - before[3]) / calls if calls else None,
         "generatorCpuUsPerCall": _per_call(sum(r["cpuSeconds"] for r in reports), calls),
+        # The busiest worker's share of the agents: with the spread "agents" it caps the
+        # throughput at 1 / share times one worker's.
+        "busiestWorkerAgentShare": _busiest_share(reports[0].get("agentsPerWorker")),
     }
+
+
+def _busiest_share(agents_per_worker: list[int] | None) -> float | None:
+    return agents_per_worker[0] / sum(agents_per_worker) if agents_per_worker else None
 
 
 def _median(runs: list[dict[str, Any]], key: str) -> float | None:
@@ -85,6 +93,21 @@ def _median(runs: list[dict[str, Any]], key: str) -> float | None:
 
 def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     return numerator / denominator if numerator is not None and denominator else None
+
+
+def _paired(runs: list[dict[str, Any]], base: list[dict[str, Any]], key: str) -> float | None:
+    """The median over the repeats of ``runs[i][key] / base[i][key]``.
+
+    Runs are interleaved, so the samples of one repeat ran minutes apart at most; a host that
+    slows down over the benchmark (one full run here lost 40 % of its speed from the first
+    repeat to the last) moves both sides of each ratio, where a ratio of medians could pair
+    a fast repeat with a slow one."""
+    values = [
+        ratio
+        for run, one in zip(runs, base, strict=True)
+        if (ratio := _ratio(run.get(key), one.get(key))) is not None
+    ]
+    return statistics.median(values) if values else None
 
 
 def build_report(
@@ -100,32 +123,28 @@ def build_report(
     first = settings.workers[0]
     for kind in ENDPOINTS:
         for mode in MODES:
-            one = medians[f"{kind}/{mode}/{first}"]
+            one = samples[f"{kind}/{mode}/{first}"]
             for workers in settings.workers:
-                m = medians[f"{kind}/{mode}/{workers}"]
+                runs = samples[f"{kind}/{mode}/{workers}"]
                 ratios[f"{kind}/{mode}/{workers}"] = {
-                    "throughputVsOne": _ratio(m["callsPerSecond"], one["callsPerSecond"]),
-                    "cpuPerCallVsOne": _ratio(m["serverCpuUsPerCall"], one["serverCpuUsPerCall"]),
-                    "busyCpuPerCallVsOne": _ratio(
-                        m["serverBusyCpuUsPerCall"], one["serverBusyCpuUsPerCall"]
-                    ),
+                    "throughputVsOne": _paired(runs, one, "callsPerSecond"),
+                    "cpuPerCallVsOne": _paired(runs, one, "serverCpuUsPerCall"),
+                    "busyCpuPerCallVsOne": _paired(runs, one, "serverBusyCpuUsPerCall"),
                 }
         for workers in settings.workers:
-            hop = medians[f"{kind}/hop/{workers}"]
-            direct = medians[f"{kind}/direct/{workers}"]
-            extra = (
-                hop["serverBusyCpuUsPerCall"] - direct["serverBusyCpuUsPerCall"]
-                if hop["serverBusyCpuUsPerCall"] is not None
-                and direct["serverBusyCpuUsPerCall"] is not None
-                else None
-            )
+            hop = samples[f"{kind}/hop/{workers}"]
+            direct = samples[f"{kind}/direct/{workers}"]
+            extra = [
+                h["serverBusyCpuUsPerCall"] - d["serverBusyCpuUsPerCall"]
+                for h, d in zip(hop, direct, strict=True)
+                if h["serverBusyCpuUsPerCall"] is not None
+                and d["serverBusyCpuUsPerCall"] is not None
+            ]
             ratios[f"{kind}/hopVsDirect/{workers}"] = {
-                "throughput": _ratio(hop["callsPerSecond"], direct["callsPerSecond"]),
-                "cpuPerCall": _ratio(hop["serverCpuUsPerCall"], direct["serverCpuUsPerCall"]),
-                "busyCpuPerCall": _ratio(
-                    hop["serverBusyCpuUsPerCall"], direct["serverBusyCpuUsPerCall"]
-                ),
-                "extraBusyCpuUsPerCall": extra,
+                "throughput": _paired(hop, direct, "callsPerSecond"),
+                "cpuPerCall": _paired(hop, direct, "serverCpuUsPerCall"),
+                "busyCpuPerCall": _paired(hop, direct, "serverBusyCpuUsPerCall"),
+                "extraBusyCpuUsPerCall": statistics.median(extra) if extra else None,
             }
         # Issue 7 §4, with clients routing by the shard map (no extra hop).
         for workers in settings.workers[1:]:
@@ -159,6 +178,8 @@ def build_report(
             "inFlight": settings.in_flight,
             "generators": settings.generators,
             "generator": settings.generator,
+            "spread": settings.spread,
+            "ioThreads": settings.io_threads,
             "agents": AGENTS,
             "durability": "flush",
         },

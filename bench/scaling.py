@@ -1,7 +1,8 @@
 """Scale-out benchmark: throughput and server CPU per call with 1, 2 and 4 workers.
 
 ``python -m bench.scaling [--quick] [--workers 1,2,4] [--duration S] [--repeats R]
-[--in-flight N] [--generators G] [--generator raw|client] [--out PATH]``
+[--in-flight N] [--generators G] [--generator zmtp|raw|client] [--spread workers|agents]
+[--io-threads batch|normal] [--out PATH]``
 
 For each worker count it starts ``agent-actors serve --workers N`` (a supervisor and N worker
 processes on ipc endpoints under a temporary data directory), creates 64 agents spread over
@@ -14,14 +15,16 @@ the shards, and drives two endpoints, ``diagnostics/echo`` (64 B payload) and
   owning worker itself (zero hops).
 
 The load runs in separate processes (``--generators``, default 1), each keeping ``--in-flight``
-calls outstanding round-robin over the agents for ``--duration`` seconds
-(``bench._scaling_load``). The default generator (``raw``) speaks the wire protocol over plain
-pyzmq, a few µs of CPU per call; ``client`` uses the product's Python client (the direct mode
-through ``actors.cluster._direct``), which spends about as much CPU per call as the server does
-on an echo. On a 2-core machine the generator shares the cores with the server, so a costly
+calls outstanding (256 by default) for ``--duration`` seconds (``bench._scaling_load``), dealt
+out evenly over the workers (``--spread workers``) or evenly over the agents (``agents``: then
+the worker with most agents caps the throughput, and ``busiestWorkerAgentShare`` says by how
+much). On a 2-core machine the generator shares the cores with the server, so a costly
 generator caps the throughput the server can show: with server CPU ``s`` and generator CPU
 ``g`` per call, 2 workers can reach at most ``2 s / (s + g)`` times one worker's throughput,
-which is 1.5 only when ``g <= s / 3``.
+which is 1.5 only when ``g <= s / 3``. So the default generator (``zmtp``) speaks ZMTP on plain
+sockets and runs its loop in C (``bench/_zmtp_drive.c``, compiled on first use; a Python loop
+where there is no compiler): about 1 µs of CPU per echo call. ``raw`` (pyzmq) costs 5–20 µs and
+``client`` (the product's Python client) about as much as the server spends on an echo.
 
 Server CPU is the user+system time of the supervisor and of each of its workers (all threads,
 from ``/proc``) over the measured window, divided by the calls completed; it is reported whole,
@@ -31,10 +34,11 @@ subtracted, over the window from the generators' first calls to their reports. T
 own CPU per call is reported beside it, and so are the part of the workers' CPU that their
 ZeroMQ I/O threads spent and how often the workers' threads were preempted per call (from
 ``/proc/<pid>/task``): what grows when more processes share the cores. Runs are interleaved
-(every mode and worker count once per repeat) and the medians of the repeats are reported, with
-ratios against one worker in the same run, the cost of the extra hop (hop against direct), and
-the issue's two targets.
-``bench/results/scaling.{json,png}`` hold the last full run.
+(every mode and worker count once per repeat) and the medians of the repeats are reported. The
+ratios (against one worker, and hop against direct) are the median over the repeats of each
+repeat's ratio, so a host that slows down during the benchmark moves both sides of every ratio.
+The issue's two targets are evaluated on them. ``bench/results/scaling.{json,png}`` hold the
+last full run.
 """
 
 from __future__ import annotations
@@ -53,9 +57,25 @@ from typing import Any
 import trio
 
 from actors._serve import READY_LINE
-from bench._common import format_table, progress, target_rows, write_json
-from bench._scaling_load import ENDPOINTS, GENERATORS, STARTED, generator_argv, generator_main
+from bench._common import (
+    format_table,
+    progress,
+    record_steal,
+    steal_seconds,
+    steal_warning,
+    target_rows,
+    write_json,
+)
+from bench._scaling_load import (
+    ENDPOINTS,
+    GENERATORS,
+    SPREADS,
+    STARTED,
+    generator_argv,
+    generator_main,
+)
 from bench._scaling_report import AGENTS, MODES, build_report, plot, summarize_sample
+from wire import IO_THREAD_POLICIES
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "bench" / "results" / "scaling.json"
@@ -130,7 +150,9 @@ def _server_cpu(root: int) -> tuple[float, float, float, int]:
 # -- the driver -------------------------------------------------------------------------------
 
 
-def _start_cluster(workers: int, tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _start_cluster(
+    workers: int, tmp: Path, io_threads: str = "batch"
+) -> tuple[subprocess.Popen[bytes], str]:
     address = f"ipc://{tmp}/public.sock"
     process = subprocess.Popen(
         [
@@ -146,6 +168,8 @@ def _start_cluster(workers: int, tmp: Path) -> tuple[subprocess.Popen[bytes], st
             str(workers),
             "--durability",
             "flush",
+            "--io-threads",
+            io_threads,
         ],
         stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -207,6 +231,7 @@ def _run_load(
         settings.duration,
         settings.in_flight,
         start_at,
+        settings.spread,
     )
     generators = [
         subprocess.Popen(
@@ -239,11 +264,12 @@ def _read_line(generator: subprocess.Popen[bytes]) -> str:
 
 def run(settings: argparse.Namespace) -> dict[str, Any]:
     samples: dict[str, list[dict[str, Any]]] = {}
+    steal, clock = steal_seconds(), time.perf_counter()
     for repeat in range(settings.repeats):
         for workers in settings.workers:
             with tempfile.TemporaryDirectory(prefix="aa-scale-") as name:
                 tmp = Path(name)
-                process, address = _start_cluster(workers, tmp)
+                process, address = _start_cluster(workers, tmp, settings.io_threads)
                 try:
                     agents = trio.run(_create_agents, address, tmp)
                     agents_file = tmp / "agents.json"
@@ -268,7 +294,9 @@ def run(settings: argparse.Namespace) -> dict[str, Any]:
                         process.wait(timeout=30)
                     except subprocess.TimeoutExpired:
                         process.kill()
-    return build_report(settings, samples)
+    report = build_report(settings, samples)
+    record_steal(report["machine"], steal, time.perf_counter() - clock)
+    return report
 
 
 def _median_rows(medians: dict[str, dict[str, Any]]) -> list[list[str]]:
@@ -312,13 +340,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", default="1,2,4", help="worker counts (default 1,2,4)")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per run")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats")
-    parser.add_argument("--in-flight", type=int, default=64, help="calls outstanding per generator")
+    parser.add_argument(
+        "--in-flight", type=int, default=256, help="calls outstanding per generator (default 256)"
+    )
     parser.add_argument("--generators", type=int, default=1, help="load generator processes")
     parser.add_argument(
         "--generator",
         choices=GENERATORS,
-        default="raw",
-        help="raw: pyzmq+msgpack (default, cheap); client: the product's Python client",
+        default="zmtp",
+        help="zmtp: the protocol on plain sockets (default, cheapest); raw: pyzmq+msgpack; "
+        "client: the product's Python client",
+    )
+    parser.add_argument(
+        "--spread",
+        choices=SPREADS,
+        default="workers",
+        help="workers: as many calls outstanding on every worker (default); agents: an equal "
+        "share of the calls for every agent",
+    )
+    parser.add_argument(
+        "--io-threads",
+        choices=IO_THREAD_POLICIES,
+        default="batch",
+        help="serve --io-threads: how the server's ZeroMQ I/O threads are scheduled",
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     settings = parser.parse_args(argv)
@@ -333,6 +377,9 @@ def main(argv: list[str] | None = None) -> int:
     for key, row in report["ratios"].items():
         print(key, {k: None if v is None else round(v, 3) for k, v in row.items()})
     print(format_table(target_rows(report["targets"])))
+    warning = steal_warning(report["machine"])
+    if warning is not None:
+        print(warning)
     print(f"wrote {settings.out} and {settings.out.with_suffix('.png')}")
     return 0
 

@@ -8,6 +8,7 @@ import json
 import signal
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +22,32 @@ if str(ROOT) not in sys.path:  # bench/ is not an installed package (pyproject l
 
 from actors.cluster import rendezvous_owner, shard_of  # noqa: E402
 from bench import scaling  # noqa: E402
-from bench._scaling_load import ENDPOINTS, call_frames, peek, resolve_routes  # noqa: E402
+from bench._scaling_load import (  # noqa: E402
+    ENDPOINTS,
+    call_frames,
+    peek,
+    resolve_routes,
+    slot_sequences,
+)
 from bench._scaling_report import MODES, build_report, summarize_sample  # noqa: E402
+from bench._scaling_zmtp import driver_binary, frame  # noqa: E402
 from wire import open_client  # noqa: E402
 from wire._codec import decode  # noqa: E402
 from wire._messages import Call  # noqa: E402
 
 
-def _settings(workers: list[int]) -> argparse.Namespace:
+def _settings(
+    workers: list[int], generator: str = "raw", spread: str = "workers"
+) -> argparse.Namespace:
     return argparse.Namespace(
-        workers=workers, duration=1.0, repeats=1, in_flight=8, generators=1, generator="raw"
+        workers=workers,
+        duration=1.0,
+        repeats=1,
+        in_flight=8,
+        generators=1,
+        generator=generator,
+        spread=spread,
+        io_threads="batch",
     )
 
 
@@ -152,8 +169,15 @@ async def _supervisor_calls(address: str) -> int:
         return int(stats["callsTotal"])
 
 
-def test_raw_generator_routes_direct_calls_past_the_supervisor(tmp_path: Path) -> None:
-    """Against ``serve --workers 2``, the raw generator completes calls in both modes without
+@pytest.mark.parametrize(
+    ("generator", "spread"),
+    [("raw", "workers"), ("zmtp", "workers"), ("zmtp", "agents")],
+    # zmtp/workers runs the C loop where a compiler is found; zmtp/agents always the Python one.
+)
+def test_generator_routes_direct_calls_past_the_supervisor(
+    tmp_path: Path, generator: str, spread: str
+) -> None:
+    """Against ``serve --workers 2``, each generator completes calls in both modes without
     errors, and in ``direct`` mode the supervisor receives no call but the shard-map read
     (zero hops), while in ``hop`` mode it receives every call."""
     process, address = scaling._start_cluster(2, tmp_path)
@@ -161,7 +185,7 @@ def test_raw_generator_routes_direct_calls_past_the_supervisor(tmp_path: Path) -
         agents = trio.run(scaling._create_agents, address, tmp_path)
         agents_file = tmp_path / "agents.json"
         agents_file.write_text(json.dumps(agents))
-        settings = _settings([2])
+        settings = _settings([2], generator, spread)
         counted: dict[str, tuple[int, dict[str, Any]]] = {}
         for mode in MODES:
             before = trio.run(_supervisor_calls, address)
@@ -182,7 +206,50 @@ def test_raw_generator_routes_direct_calls_past_the_supervisor(tmp_path: Path) -
         assert sample["calls"] > 0
         assert sample["errors"] == 0
         assert sample["generatorCpuUsPerCall"] is not None
+    # 64 agents on 2 workers: the busiest has at least half of them (all of them in hop mode).
+    assert 0.5 <= counted["direct"][1]["busiestWorkerAgentShare"] < 1.0
+    assert counted["hop"][1]["busiestWorkerAgentShare"] == 1.0
     direct_calls, _ = counted["direct"]
     hop_calls, hop = counted["hop"]
     assert direct_calls == 2  # system/describe (the shard map) and the second system/stats
     assert hop_calls >= hop["calls"]
+
+
+def test_agents_spread_calls_every_agent_in_turn_from_every_slot() -> None:
+    owners = ["a"] * 5 + ["b"] * 2
+    sequences = slot_sequences(owners, 3, "agents")
+    assert sequences[0] == [0, 3, 6, 2, 5, 1, 4]  # slot i: agents i, i + 3, i + 6, … mod 7
+    assert [s[0] for s in sequences] == [0, 1, 2]
+    assert all(sorted(s) == list(range(7)) for s in sequences)
+
+
+def test_workers_spread_gives_every_owner_as_many_slots_over_its_own_agents() -> None:
+    owners = ["a", "b", "a", "a", "a", "a", "b", "a"]  # a owns 6 agents, b owns 2
+    sequences = slot_sequences(owners, 5, "workers")
+    by_owner = {o: [s for s in sequences if owners[s[0]] == o] for o in ("a", "b")}
+    assert [len(by_owner["a"]), len(by_owner["b"])] == [3, 2]
+    for owner, slots in by_owner.items():
+        own = {i for i, o in enumerate(owners) if o == owner}
+        assert all(set(s) <= own for s in slots)  # a slot calls its owner's agents only
+        assert len({s[0] for s in slots}) == len(slots)  # slots start at different agents
+        # and together they call each of them equally often
+        calls = Counter(agent for sequence in slots for agent in sequence)
+        assert set(calls) == own and len(set(calls.values())) == 1
+
+
+@pytest.mark.parametrize(("size", "header"), [(0, b"\x00\x00"), (255, b"\x00\xff")])
+def test_zmtp_short_frame_has_a_one_octet_size(size: int, header: bytes) -> None:
+    assert frame(b"x" * size) == header + b"x" * size
+
+
+def test_zmtp_long_frame_has_an_eight_octet_size_and_the_long_flag() -> None:
+    assert frame(b"x" * 256, 0x01) == b"\x03" + (256).to_bytes(8, "big") + b"x" * 256
+
+
+def test_zmtp_driver_compiles_where_a_compiler_is_found() -> None:
+    import shutil
+
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler: the zmtp generator runs its Python loop")
+    binary = driver_binary()
+    assert binary is not None and binary.exists()
