@@ -30,6 +30,8 @@ MEDIAN_KEYS = (
     "workersPreemptionsPerCall",
     "generatorCpuUsPerCall",
     "busiestWorkerAgentShare",
+    "latencyP50Us",
+    "latencyP99Us",
 )
 
 
@@ -79,7 +81,16 @@ def summarize_sample(
         # The busiest worker's share of the agents: with the spread "agents" it caps the
         # throughput at 1 / share times one worker's.
         "busiestWorkerAgentShare": _busiest_share(reports[0].get("agentsPerWorker")),
+        # From queueing a call to reading its reply, under this load (the C loop measures it;
+        # with several generators, the worst one's).
+        "latencyP50Us": _worst(reports, "latencyP50Us"),
+        "latencyP99Us": _worst(reports, "latencyP99Us"),
     }
+
+
+def _worst(reports: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in reports if r.get(key) is not None]
+    return max(values) if values else None
 
 
 def _busiest_share(agents_per_worker: list[int] | None) -> float | None:

@@ -10,8 +10,9 @@
  * frame "<length> <id offset>\n" and <length> bytes: a whole ZMTP frame holding a call whose id
  * is a msgpack uint32 (0xce + 4 bytes, big-endian) at <id offset>.
  * Output: "started\n" when the first calls go out, then one line of JSON:
- * {"calls", "errors", "seconds", "cpuSeconds"} (as the Python generators report) and the fields
- * given as the second argument.
+ * {"calls", "errors", "seconds", "cpuSeconds"} (as the Python generators report), the latency
+ * percentiles "latencyP50Us" and "latencyP99Us" (from queueing a call to reading its reply, 10 µs
+ * resolution), and the fields given as the second argument.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -78,6 +79,41 @@ static void queue(Peer *peer, const unsigned char *bytes, size_t length) {
 
 static uint32_t next_id = 1;
 
+/* Latency: each call's send time by id (ids are sequential, and fewer than SENT_SLOTS are ever
+ * outstanding), and a histogram of 10 µs buckets up to LATENCY_BUCKETS * 10 µs. */
+#define SENT_SLOTS (1 << 20)
+#define LATENCY_BUCKETS 100000
+static double sent_at[SENT_SLOTS];
+static long latency[LATENCY_BUCKETS];
+static long measured;
+
+static void record_latency(uint32_t id, double t) {
+    long bucket = (long)((t - sent_at[id % SENT_SLOTS]) * 1e5);
+    latency[bucket < LATENCY_BUCKETS ? bucket : LATENCY_BUCKETS - 1]++;
+    measured++;
+}
+
+static double latency_quantile(double q) {
+    long seen = 0, rank = (long)(q * measured);
+    for (long b = 0; b < LATENCY_BUCKETS; b++)
+        if ((seen += latency[b]) > rank) return (b + 0.5) * 10.0;
+    return LATENCY_BUCKETS * 10.0;
+}
+
+/* The call id of a reply: the msgpack unsigned integer after the key "id". */
+static int reply_id(const unsigned char *body, size_t size, uint32_t *id) {
+    const unsigned char *at = memmem(body, size < 32 ? size : 32, "\xa2id", 3);
+    if (!at) return 0;
+    at += 3;
+    size_t left = size - (at - body);
+    if (left >= 1 && at[0] < 0x80) return *id = at[0], 1;
+    if (left >= 2 && at[0] == 0xcc) return *id = at[1], 1;
+    if (left >= 3 && at[0] == 0xcd) return *id = at[1] << 8 | at[2], 1;
+    if (left >= 5 && at[0] == 0xce)
+        return *id = (uint32_t)at[1] << 24 | at[2] << 16 | at[3] << 8 | at[4], 1;
+    return 0;
+}
+
 static void queue_call(Peer *peer) {
     Frame *frame = &peer->frames[peer->next_frame];
     peer->next_frame = (peer->next_frame + 1) % peer->frame_count;
@@ -85,6 +121,7 @@ static void queue_call(Peer *peer) {
     queue(peer, frame->bytes, frame->length);
     unsigned char *id = peer->out + at + frame->id_at;
     id[0] = next_id >> 24, id[1] = next_id >> 16, id[2] = next_id >> 8, id[3] = next_id;
+    sent_at[next_id % SENT_SLOTS] = now();
     next_id++;
     peer->outstanding++;
 }
@@ -112,6 +149,7 @@ static void on_readable(Peer *peer, int sending, long *results, long *errors) {
         die("read");
     }
     peer->in_used += n;
+    double received = now();
     size_t at = 0;
     while (peer->in_used - at >= 2) {
         unsigned char flags = peer->in[at];
@@ -153,6 +191,8 @@ static void on_readable(Peer *peer, int sending, long *results, long *errors) {
             (*errors)++;
         else
             continue;
+        uint32_t id;
+        if (reply_id(body, size, &id)) record_latency(id, received);
         peer->outstanding--;
         if (sending) queue_call(peer);
     }
@@ -230,7 +270,10 @@ int main(int argc, char **argv) {
         last_reply = now();
     }
     double seconds = (last_reply > deadline ? last_reply : deadline) - started;
-    printf("{\"calls\": %ld, \"errors\": %ld, \"seconds\": %.6f, \"cpuSeconds\": %.6f, %s}\n",
-           results, errors + outstanding, seconds, cpu_seconds() - cpu, argv[2]);
+    double cpu_used = cpu_seconds() - cpu;
+    printf("{\"calls\": %ld, \"errors\": %ld, \"seconds\": %.6f, \"cpuSeconds\": %.6f, "
+           "\"latencyP50Us\": %.0f, \"latencyP99Us\": %.0f, %s}\n",
+           results, errors + outstanding, seconds, cpu_used, latency_quantile(0.5),
+           latency_quantile(0.99), argv[2]);
     return 0;
 }

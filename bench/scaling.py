@@ -287,6 +287,7 @@ def run(settings: argparse.Namespace) -> dict[str, Any]:
                                 f"{result['callsPerSecond']:.0f} calls/s, "
                                 f"{result['serverBusyCpuUsPerCall'] or 0:.0f} µs server CPU/call"
                                 f" (generator {result['generatorCpuUsPerCall'] or 0:.0f})"
+                                + _latency_text(result)
                             )
                 finally:
                     process.send_signal(signal.SIGTERM)
@@ -297,6 +298,11 @@ def run(settings: argparse.Namespace) -> dict[str, Any]:
     report = build_report(settings, samples)
     record_steal(report["machine"], steal, time.perf_counter() - clock)
     return report
+
+
+def _latency_text(result: dict[str, Any]) -> str:
+    p50, p99 = result.get("latencyP50Us"), result.get("latencyP99Us")
+    return "" if p50 is None or p99 is None else f", latency p50 {p50:.0f} µs, p99 {p99:.0f} µs"
 
 
 def _median_rows(medians: dict[str, dict[str, Any]]) -> list[list[str]]:
@@ -313,6 +319,7 @@ def _median_rows(medians: dict[str, dict[str, Any]]) -> list[list[str]]:
             "of which workers' zmq I/O",
             "preemptions/call",
             "generator us/call",
+            "latency p50/p99 us",
             "errors",
         ]
     ]
@@ -325,6 +332,7 @@ def _median_rows(medians: dict[str, dict[str, Any]]) -> list[list[str]]:
                 cell(m["workersIoCpuUsPerCall"], 1),
                 cell(m["workersPreemptionsPerCall"], 2),
                 cell(m["generatorCpuUsPerCall"], 1),
+                f"{cell(m['latencyP50Us'])} / {cell(m['latencyP99Us'])}",
                 str(m["errors"]),
             ]
         )
