@@ -8,22 +8,22 @@ evenly over the workers that own agents, so every worker has as many calls outst
 (with 64 agents, hashing puts 42 on one of 2 workers and that one caps the throughput).
 
 - ``zmtp`` (the default, ``bench._scaling_zmtp``): the wire protocol over ZMTP spoken on plain
-  sockets from one thread, with writes and reads batched: 4–8 µs of CPU per call and no thread
-  of its own to take turns with the workers'.
-
+  sockets, its loop in C (``bench/_zmtp_drive.c``; in Python where there is no C compiler):
+  about 1 µs of CPU per call (4–8 µs for the Python loop) and no thread of its own to take
+  turns with the workers'. The C loop also reports latency percentiles.
 - ``raw``: a blocking pyzmq DEALER per endpoint speaking the wire protocol directly
   (``docs/protocol.md``: ``hello``, ``call``, ``result``/``error``, ``ping``/``pong``), routing
-  by the shard map of ``system/describe`` resolved once per agent. It costs a few µs of CPU per
-  call, so on a small machine the cores go to the server, which is what the benchmark measures.
+  by the shard map of ``system/describe`` resolved once per agent: 5–20 µs of CPU per call with
+  its ZeroMQ I/O thread.
 - ``client``: the Python client of the product (``wire.open_client`` through the supervisor,
   ``actors.cluster._direct.open_cluster_client`` routing by the shard map), which costs about
   as much CPU per call as the server spends on an echo.
 
 Each prints :data:`STARTED` on a line of its own when its first call goes out (the driver
 reads the server's CPU counters then), and at the end its report, one line of JSON:
-``{calls, errors, seconds, cpuSeconds}``: ``cpuSeconds`` is the generator's own
-CPU time over the measured run (``time.process_time``), so its cost per call can be reported
-beside the server's.
+``{calls, errors, seconds, cpuSeconds, agentsPerWorker}``: ``cpuSeconds`` is the generator's
+own CPU time over the measured run, so its cost per call can be reported beside the server's;
+``agentsPerWorker`` how many of the agents each worker owns (the ``client`` generator omits it).
 """
 
 from __future__ import annotations

@@ -1,16 +1,18 @@
 """The ``zmtp`` load generator: the wire protocol over ZMTP 3.0 on plain sockets, no libzmq.
 
-The ``raw`` generator costs 10–20 µs of CPU per call, most of it in libzmq: a call per message
+The ``raw`` generator costs 5–20 µs of CPU per call, most of it in libzmq: a call per message
 into the library, a mailbox signal to its I/O thread and back, and the I/O thread's own
 wake-ups, which on a 2-core machine take turns with the workers' threads. This one speaks ZMTP
 3.0 (NULL mechanism, as a ``DEALER``; https://rfc.zeromq.org/spec/23/) on a Unix or TCP socket
-itself, from one thread: the calls a pass of replies frees go out in one ``sendall`` per peer,
-and replies are read in large chunks. So its CPU per call is a few µs and it adds no thread,
-which leaves the cores to the workers the benchmark measures. The calls are the ``raw``
-generator's: the same slots, agents, frames and report (``bench._scaling_load``).
+itself, from one thread. Python connects, says ``hello`` and reads the shard map; the loop then
+runs in C (``_zmtp_drive.c``, compiled on first use: about 1 µs per call) or, without a C
+compiler or with the ``agents`` spread, in Python (:func:`_drive`, 4–8 µs per call). Either way
+the calls a pass of replies frees go out in one write per connection and replies are read in
+large chunks, so the cores are left to the workers the benchmark measures. The calls are the
+``raw`` generator's: the same slots, agents, frames and report (``bench._scaling_load``).
 
-The server sees an ordinary ZeroMQ peer: it answers the handshake with libzmq's ROUTER and
-never knows the difference.
+The server sees an ordinary ZeroMQ peer: libzmq's ROUTER answers the handshake and cannot tell
+the difference.
 """
 
 from __future__ import annotations
