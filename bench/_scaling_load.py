@@ -32,7 +32,7 @@ import json
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgpack
 import trio
@@ -43,6 +43,7 @@ __all__ = [
     "GENERATORS",
     "SPREADS",
     "STARTED",
+    "CallSlots",
     "agents_per_worker",
     "call_frames",
     "generator_argv",
@@ -58,6 +59,7 @@ ENDPOINTS = {
 }
 GENERATORS = ("zmtp", "raw", "client")
 SPREADS = ("workers", "agents")
+T = TypeVar("T")
 #: The line a generator prints when its load starts.
 STARTED = "started"
 
@@ -257,65 +259,105 @@ def _raw_drive(
     poller: zmq.Poller,
     duration: float,
 ) -> dict[str, Any]:
-    pending: dict[Any, int] = {}  # call id -> slot
-    turns = [0] * len(sequences)  # slot -> how many calls it has made
-    next_id = 1
-    done = errors = 0
-    packb, again = msgpack.packb, zmq.Again
-
-    def send(slot: int) -> None:
-        nonlocal next_id
-        sequence = sequences[slot]
-        socket, head, tail = targets[sequence[turns[slot] % len(sequence)]]
-        turns[slot] += 1
-        socket.send(head + packb(next_id) + tail)
-        pending[next_id] = slot
-        next_id += 1
-
     sockets = {id(socket): socket for socket, _, _ in targets}
-    print(STARTED, flush=True)
-    cpu = time.process_time()
-    started = time.perf_counter()
-    deadline = started + duration
-    next_ping = started + 1.0
-    for first in range(len(sequences)):
-        send(first)
-    last_reply = started
-    while pending:
-        now = time.perf_counter()
-        sending = now < deadline
-        if not sending and now > deadline + _REPLY_TIMEOUT:
-            break
-        if now >= next_ping:  # the server drops a peer silent for peerTimeoutMs
+    book = CallSlots(targets, sequences, duration)
+    for socket, frame in book.start():
+        socket.send(frame)
+    while (step := book.step()) is not None:
+        timeout, ping = step
+        if ping:
             for socket in sockets.values():
                 socket.send(_PING)
-            next_ping = now + 1.0
-        timeout = (min(deadline, next_ping) if sending else next_ping) - now
-        for socket, _ in poller.poll(max(1, int(timeout * 1000))):
+        for socket, _ in poller.poll(timeout):
             while True:
                 try:
                     kind, ident = peek(socket.recv(zmq.NOBLOCK))
-                except again:
+                except zmq.Again:
                     break
                 if kind == "ping":
                     socket.send(_PONG)
                     continue
-                slot: int | None = pending.pop(ident, None)
-                if slot is None:
-                    continue
-                if kind == "result":
-                    done += 1
-                else:
-                    errors += 1
-                last_reply = time.perf_counter()
-                if sending:
-                    send(slot)
-    return {
-        "calls": done,
-        "errors": errors + len(pending),
-        "seconds": max(last_reply, deadline) - started,
-        "cpuSeconds": time.process_time() - cpu,
-    }
+                call = book.answered(kind, ident)
+                if call is not None:
+                    call[0].send(call[1])
+    return book.report()
+
+
+class CallSlots(Generic[T]):
+    """The bookkeeping of a generator loop written in Python (``raw``, and ``zmtp`` where it
+    has no C loop): which call each slot makes next, the calls outstanding, the counts and the
+    clock. The loops only move frames.
+
+    ``targets[i]`` is agent ``i``'s destination with its call frame before and after the id;
+    ``sequences`` are :func:`slot_sequences`.
+    """
+
+    def __init__(
+        self, targets: list[tuple[T, bytes, bytes]], sequences: list[list[int]], duration: float
+    ) -> None:
+        self._targets = targets
+        self._sequences = sequences
+        self._turns = [0] * len(sequences)  # slot -> how many calls it has made
+        self._pending: dict[Any, int] = {}  # call id -> slot
+        self._next_id = 1
+        self._duration = duration
+        self._done = self._errors = 0
+        self._cpu = self._started = self._deadline = self._next_ping = self._last_reply = 0.0
+        self.sending = True
+
+    def start(self) -> list[tuple[T, bytes]]:
+        """Start the clock (printing :data:`STARTED`): every slot's first call."""
+        print(STARTED, flush=True)
+        self._cpu = time.process_time()
+        self._started = self._last_reply = time.perf_counter()
+        self._deadline = self._started + self._duration
+        self._next_ping = self._started + 1.0
+        return [self._call(slot) for slot in range(len(self._sequences))]
+
+    def step(self) -> tuple[int, bool] | None:
+        """Before each poll: None when the run is over (every call answered after the
+        deadline, or the answers overdue), else the poll's timeout (ms) and whether to ping
+        the servers now (the server drops a peer silent for peerTimeoutMs)."""
+        if not self._pending:
+            return None
+        now = time.perf_counter()
+        self.sending = now < self._deadline
+        if not self.sending and now > self._deadline + _REPLY_TIMEOUT:
+            return None
+        ping = now >= self._next_ping
+        if ping:
+            self._next_ping = now + 1.0
+        until = (min(self._deadline, self._next_ping) if self.sending else self._next_ping) - now
+        return max(1, int(until * 1000)), ping
+
+    def answered(self, kind: Any, ident: Any) -> tuple[T, bytes] | None:
+        """Count a reply (``result`` or else an error): the slot's next call, while sending."""
+        slot = self._pending.pop(ident, None)
+        if slot is None:
+            return None  # a pong, or an answer to no call of ours
+        if kind == "result":
+            self._done += 1
+        else:
+            self._errors += 1
+        self._last_reply = time.perf_counter()
+        return self._call(slot) if self.sending else None
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "calls": self._done,
+            "errors": self._errors + len(self._pending),
+            "seconds": max(self._last_reply, self._deadline) - self._started,
+            "cpuSeconds": time.process_time() - self._cpu,
+        }
+
+    def _call(self, slot: int) -> tuple[T, bytes]:
+        sequence = self._sequences[slot]
+        target, head, tail = self._targets[sequence[self._turns[slot] % len(sequence)]]
+        self._turns[slot] += 1
+        ident = self._next_id
+        self._next_id += 1
+        self._pending[ident] = slot
+        return target, head + msgpack.packb(ident) + tail
 
 
 # -- client: the product's Python client ------------------------------------------------------

@@ -34,7 +34,7 @@ import msgpack
 
 from bench._scaling_load import (
     ENDPOINTS,
-    STARTED,
+    CallSlots,
     agents_per_worker,
     call_frames,
     peek,
@@ -283,67 +283,31 @@ def _drive(
     sequences: list[list[int]],
     duration: float,
 ) -> dict[str, Any]:
-    pending: dict[Any, int] = {}  # call id -> slot
-    turns = [0] * len(sequences)  # slot -> how many calls it has made
-    next_id = 1
-    done = errors = 0
-    packb = msgpack.packb
-
-    def queue(slot: int) -> None:
-        nonlocal next_id
-        sequence = sequences[slot]
-        peer, head, tail = targets[sequence[turns[slot] % len(sequence)]]
-        turns[slot] += 1
-        peer.outgoing.append(head + packb(next_id) + tail)
-        pending[next_id] = slot
-        next_id += 1
-
+    """The loop in Python: the calls a pass of replies frees go out in one write per peer."""
     by_fd = {peer.socket.fileno(): peer for peer in peers}
     poller = select.poll()
     for fd in by_fd:
         poller.register(fd, select.POLLIN)
-    print(STARTED, flush=True)
-    cpu = time.process_time()
-    started = time.perf_counter()
-    deadline = started + duration
-    next_ping = started + 1.0
-    for first in range(len(sequences)):
-        queue(first)
+    book = CallSlots(targets, sequences, duration)
+    for peer, call in book.start():
+        peer.outgoing.append(call)
     for peer in peers:
         peer.flush()
-    last_reply = started
-    while pending:
-        now = time.perf_counter()
-        sending = now < deadline
-        if not sending and now > deadline + _REPLY_TIMEOUT:
-            break
-        if now >= next_ping:  # the server drops a peer silent for peerTimeoutMs
+    while (step := book.step()) is not None:
+        timeout, ping = step
+        if ping:
             for peer in peers:
                 peer.outgoing.append(_PING)
-            next_ping = now + 1.0
-        timeout = (min(deadline, next_ping) if sending else next_ping) - now
-        for fd, _ in poller.poll(max(1, int(timeout * 1000))):
+        for fd, _ in poller.poll(timeout):
             peer = by_fd[fd]
             for raw in peer.messages():
                 kind, ident = peek(raw)
                 if kind == "ping":
                     peer.outgoing.append(_PONG)
                     continue
-                slot: int | None = pending.pop(ident, None)
-                if slot is None:
-                    continue
-                if kind == "result":
-                    done += 1
-                else:
-                    errors += 1
-                if sending:
-                    queue(slot)
-            last_reply = time.perf_counter()
+                answered = book.answered(kind, ident)
+                if answered is not None:
+                    answered[0].outgoing.append(answered[1])
         for peer in peers:
             peer.flush()
-    return {
-        "calls": done,
-        "errors": errors + len(pending),
-        "seconds": max(last_reply, deadline) - started,
-        "cpuSeconds": time.process_time() - cpu,
-    }
+    return book.report()
