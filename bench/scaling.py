@@ -33,10 +33,11 @@ coordinator's watch long polls: the lowest of three 1 s readings before the runs
 subtracted, over the window from the generators' first calls to their reports. The generators'
 own CPU per call is reported beside it, and so are the part of the workers' CPU that their
 ZeroMQ I/O threads spent and how often the workers' threads were preempted per call (from
-``/proc/<pid>/task``): what grows when more processes share the cores. Runs are interleaved
-(every mode and worker count once per repeat) and the medians of the repeats are reported. The
-ratios (against one worker, and hop against direct) are the median over the repeats of each
-repeat's ratio, so a host that slows down during the benchmark moves both sides of every ratio.
+``/proc/<pid>/task``): what grows when more processes share the cores. The clusters for every
+worker count run side by side (an idle one costs 1–7 % of a core, by its size), and each repeat
+runs every endpoint and mode on 1, 2 and 4 workers back to back; the medians of the repeats are
+reported. The ratios (against one worker, and hop against direct) are the median over the
+repeats of each repeat's ratio, so a host whose speed drifts moves both sides of every ratio.
 The issue's two targets are evaluated on them. ``bench/results/scaling.{json,png}`` hold the
 last full run.
 """
@@ -44,6 +45,7 @@ last full run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -263,41 +265,52 @@ def _read_line(generator: subprocess.Popen[bytes]) -> str:
 
 
 def run(settings: argparse.Namespace) -> dict[str, Any]:
+    """Start a cluster per worker count, side by side, then run every endpoint and mode on
+    each of them back to back, once per repeat: the samples one ratio pairs are seconds apart,
+    not the minutes a cluster's start-up and every other run put between them (this host's
+    speed drifts by a third over minutes)."""
     samples: dict[str, list[dict[str, Any]]] = {}
     steal, clock = steal_seconds(), time.perf_counter()
-    for repeat in range(settings.repeats):
+    with contextlib.ExitStack() as stack:
+        clusters: dict[int, tuple[subprocess.Popen[bytes], str, Path]] = {}
         for workers in settings.workers:
-            with tempfile.TemporaryDirectory(prefix="aa-scale-") as name:
-                tmp = Path(name)
-                process, address = _start_cluster(workers, tmp, settings.io_threads)
-                try:
-                    agents = trio.run(_create_agents, address, tmp)
-                    agents_file = tmp / "agents.json"
-                    agents_file.write_text(json.dumps(agents))
-                    idle = _idle_cpu_rates(process.pid)
-                    for kind in ENDPOINTS:
-                        for mode in MODES:
-                            key = f"{kind}/{mode}/{workers}"
-                            result = _run_load(
-                                address, mode, kind, agents_file, settings, process.pid, idle
-                            )
-                            samples.setdefault(key, []).append(result)
-                            progress(
-                                f"repeat {repeat + 1} {key}: "
-                                f"{result['callsPerSecond']:.0f} calls/s, "
-                                f"{result['serverBusyCpuUsPerCall'] or 0:.0f} µs server CPU/call"
-                                f" (generator {result['generatorCpuUsPerCall'] or 0:.0f})"
-                                + _latency_text(result)
-                            )
-                finally:
-                    process.send_signal(signal.SIGTERM)
-                    try:
-                        process.wait(timeout=30)
-                    except subprocess.TimeoutExpired:
-                        process.kill()
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="aa-scale-")))
+            process, address = _start_cluster(workers, tmp, settings.io_threads)
+            stack.callback(_stop_cluster, process)
+            agents_file = tmp / "agents.json"
+            agents_file.write_text(json.dumps(trio.run(_create_agents, address, tmp)))
+            clusters[workers] = (process, address, agents_file)
+        idle = {w: _idle_cpu_rates(process.pid) for w, (process, _, _) in clusters.items()}
+        for repeat in range(settings.repeats):
+            for kind in ENDPOINTS:
+                for mode in MODES:
+                    for workers, (process, address, agents_file) in clusters.items():
+                        key = f"{kind}/{mode}/{workers}"
+                        result = _run_load(
+                            address, mode, kind, agents_file, settings, process.pid, idle[workers]
+                        )
+                        samples.setdefault(key, []).append(result)
+                        progress(
+                            f"repeat {repeat + 1} {key}: "
+                            f"{result['callsPerSecond']:.0f} calls/s, "
+                            f"{result['serverBusyCpuUsPerCall'] or 0:.0f} µs server CPU/call"
+                            f" (generator {result['generatorCpuUsPerCall'] or 0:.0f})"
+                            + _latency_text(result)
+                        )
     report = build_report(settings, samples)
     record_steal(report["machine"], steal, time.perf_counter() - clock)
     return report
+
+
+def _stop_cluster(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    if process.stdout is not None:
+        process.stdout.close()
 
 
 def _latency_text(result: dict[str, Any]) -> str:
