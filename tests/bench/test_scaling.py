@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -194,14 +192,7 @@ def test_generator_routes_direct_calls_past_the_supervisor(
             )
             counted[mode] = (trio.run(_supervisor_calls, address) - before, sample)
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        assert process.stdout is not None
-        process.stdout.close()
+        scaling._stop_cluster(process)
     for _, sample in counted.values():
         assert sample["calls"] > 0
         assert sample["errors"] == 0
