@@ -174,7 +174,6 @@ def run_supervisor(
     if args.writable:
         passed.append("--writable")
     passed += ["--io-threads", args.io_threads]
-    use_io_thread_policy(args.io_threads)  # before the supervisor's first socket
     if args.coordinator is not None and not args.coordinator.startswith("etcd://"):
         print("agent-actors: --coordinator must be an etcd://host:port URL", file=sys.stderr)
         return EXIT_USAGE
@@ -190,6 +189,7 @@ def run_supervisor(
         ttl=args.lease_ttl,
         **placement,
     )
+    use_io_thread_policy(args.io_threads)  # before the supervisor's first socket
     try:
         trio.run(
             functools.partial(

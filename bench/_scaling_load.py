@@ -48,8 +48,10 @@ __all__ = [
     "call_frames",
     "generator_argv",
     "generator_main",
+    "lane_windows",
     "peek",
     "resolve_routes",
+    "routes_for",
     "slot_sequences",
 ]
 
@@ -67,6 +69,7 @@ STARTED = "started"
 _REPLY_TIMEOUT = 30.0
 _PING = msgpack.packb({"type": "ping"})
 _PONG = msgpack.packb({"type": "pong"})
+_DESCRIBE = msgpack.packb({"type": "call", "id": 0, "endpoint": "system/describe", "args": {}})
 #: Frames at least this long are peeked at rather than decoded (bytes).
 _PEEK_ABOVE = 512
 
@@ -118,8 +121,11 @@ class _RawPeer:
         self.socket: zmq.Socket[bytes] = context.socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.connect(endpoint)
-        self.socket.send(msgpack.packb({"type": "hello", "versions": [1], "name": "bench"}))
+        self.send_now(msgpack.packb({"type": "hello", "versions": [1], "name": "bench"}))
         self.expect(lambda message: message.get("type") == "welcome", endpoint)
+
+    def send_now(self, message: bytes) -> None:
+        self.socket.send(message)
 
     def expect(self, matches: Any, what: str) -> dict[str, Any]:
         """Receive until a frame ``matches`` (answering pings meanwhile)."""
@@ -203,13 +209,31 @@ def slot_sequences(owners: list[str], in_flight: int, spread: str) -> list[list[
     for index, owner in enumerate(owners):
         groups.setdefault(owner, []).append(index)
     lanes = list(groups.values())
+    windows = lane_windows(in_flight, len(lanes))
     sequences: list[list[int]] = []
     for slot in range(in_flight):
         lane = lanes[slot % len(lanes)]
-        stride = len(range(slot % len(lanes), in_flight, len(lanes)))  # the lane's slots
+        stride = windows[slot % len(lanes)]
         first = slot // len(lanes)
         sequences.append([lane[(first + k * stride) % len(lane)] for k in range(len(lane))])
     return sequences
+
+
+def lane_windows(in_flight: int, lanes: int) -> list[int]:
+    """How many of ``in_flight`` slots each of ``lanes`` owners gets, the slots dealt out in
+    turn (the ``workers`` spread)."""
+    return [len(range(lane, in_flight, lanes)) for lane in range(lanes)]
+
+
+def routes_for(mode: str, supervisor: Any, address: str, agents: list[str]) -> dict[str, str]:
+    """Agent id -> the endpoint its calls go to: the supervisor's ``address`` (``hop``), or its
+    owner's from the shard map the ``supervisor`` peer reads (``direct``). ``supervisor`` is a
+    generator's welcomed peer: ``send_now(frame)`` and ``expect(matches, what)``."""
+    if mode != "direct":
+        return dict.fromkeys(agents, address)
+    supervisor.send_now(_DESCRIBE)
+    described = supervisor.expect(lambda m: m.get("id") == 0, "system/describe")
+    return resolve_routes(described["value"]["cluster"], agents)
 
 
 def _raw_generate(
@@ -226,14 +250,7 @@ def _raw_generate(
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     try:
         supervisor = _RawPeer(context, address)
-        if mode == "direct":
-            supervisor.socket.send(
-                msgpack.packb({"type": "call", "id": 0, "endpoint": "system/describe", "args": {}})
-            )
-            described = supervisor.expect(lambda m: m.get("id") == 0, "system/describe")
-            routes = resolve_routes(described["value"]["cluster"], agents)
-        else:
-            routes = dict.fromkeys(agents, address)
+        routes = routes_for(mode, supervisor, address, agents)
         peers = {address: supervisor} | {
             e: _RawPeer(context, e) for e in set(routes.values()) if e != address
         }

@@ -37,8 +37,9 @@ from bench._scaling_load import (
     CallSlots,
     agents_per_worker,
     call_frames,
+    lane_windows,
     peek,
-    resolve_routes,
+    routes_for,
     slot_sequences,
 )
 
@@ -199,13 +200,7 @@ def zmtp_generate(
     supervisor = ZmtpPeer(address)
     peers = {address: supervisor}
     try:
-        if mode == "direct":
-            describe = {"type": "call", "id": 0, "endpoint": "system/describe", "args": {}}
-            supervisor.send_now(msgpack.packb(describe))
-            described = supervisor.expect(lambda m: m.get("id") == 0, "system/describe")
-            routes = resolve_routes(described["value"]["cluster"], agents)
-        else:
-            routes = dict.fromkeys(agents, address)
+        routes = routes_for(mode, supervisor, address, agents)
         for where in set(routes.values()) - {address}:
             peers[where] = ZmtpPeer(where)
         targets = [
@@ -257,12 +252,11 @@ def _exec_driver(
     the report."""
     lanes: dict[ZmtpPeer, list[tuple[bytes, int]]] = {}
     for peer, head, tail in targets:
-        body_at = 2 if len(head) + 5 + len(tail) < 256 else 9
         call = frame(head + b"\xce" + bytes(4) + tail)  # the id: a msgpack uint32, set in C
-        lanes.setdefault(peer, []).append((call, body_at + len(head) + 1))
+        lanes.setdefault(peer, []).append((call, len(call) - len(tail) - 4))
+    windows = lane_windows(in_flight, len(lanes))
     spec = bytearray(f"ZD1 {duration} {len(lanes)}\n".encode())
-    for index, (peer, calls) in enumerate(lanes.items()):
-        window = len(range(index, in_flight, len(lanes)))
+    for (peer, calls), window in zip(lanes.items(), windows, strict=True):
         spec += f"{peer.socket.fileno()} {window} {len(calls)}\n".encode()
         for call, id_at in calls:
             spec += f"{len(call)} {id_at}\n".encode() + call
