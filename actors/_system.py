@@ -25,8 +25,7 @@ import trio
 from actors._agents import Agent, AgentDirectory
 from actors._mailbox import Mailbox
 from actors._remote import RemoteService
-from wire import CallContext, Endpoint, EndpointSpec, Registry, SessionNotFoundError
-from wire._endpoints import DEFERRED
+from wire import DEFERRED, CallContext, Endpoint, EndpointSpec, Registry, SessionNotFoundError
 
 __all__ = ["ActorSystem", "ActorSystemStatistics"]
 

@@ -11,6 +11,9 @@ from wire._client import ClientStatistics as ClientStatistics
 from wire._client import open_client as open_client
 from wire._codec import decode as decode
 from wire._codec import encode as encode
+from wire._detached import Detach as Detach
+from wire._detached import DetachedCall as DetachedCall
+from wire._endpoints import DEFERRED as DEFERRED
 from wire._endpoints import CallContext as CallContext
 from wire._endpoints import Endpoint as Endpoint
 from wire._endpoints import EndpointSpec as EndpointSpec

@@ -6,12 +6,15 @@ callback forgets the call and queues a ``cancel`` frame in the same step, so a l
 no caller to hand itself to and is dropped. If the result and the cancel cross (the result was
 already handed over but the caller has not run yet), the caller re-checks its scope before
 returning and raises ``Cancelled``: a cancelled caller never sees a result.
+
+A relay that must not spend a task per call uses :meth:`Client.start_call` instead: the call's
+end goes to a callback, from the receive path.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -48,6 +51,20 @@ class ClientStatistics:
     state: str
     #: Frames held back because the server was not reading.
     backlog_frames: int
+
+
+#: ``on_done(value, error)``: how a call started with :meth:`Client.start_call` ends.
+OnDone = Callable[[Any, WireError | None], None]
+
+
+class _Callback:
+    """The handle of a call started with :meth:`Client.start_call` (a task's handle is the
+    task itself)."""
+
+    __slots__ = ("on_done",)
+
+    def __init__(self, on_done: OnDone) -> None:
+        self.on_done = on_done
 
 
 #: How far ahead of the caller's own deadline a server's ``deadline-exceeded`` may arrive and
@@ -108,13 +125,7 @@ class Client:
             deadline_ms=deadline_ms,
             supersede=supersede,
         )
-        try:
-            self._pump.send_nowait(b"", frame)
-        except (WireError, trio.ClosedResourceError) as exc:
-            self._protocol.forget_call(call_id)
-            if isinstance(exc, WireError):
-                raise
-            raise UnavailableError("client is closed") from None
+        self._send_call(call_id, frame)
 
         aborted = False
 
@@ -124,12 +135,7 @@ class Client:
             reason = (
                 CancelReason.DEADLINE if trio.current_time() >= deadline else CancelReason.CALLER
             )
-            cancel = self._protocol.abandon_call(call_id, reason)
-            if cancel is not None:
-                try:
-                    self._pump.send_nowait(b"", cancel, force=True)
-                except trio.ClosedResourceError:
-                    pass  # the connection is gone; so is the server's interest in the call
+            self.cancel_call(call_id, reason)
             return trio.lowlevel.Abort.SUCCEEDED
 
         error: WireError | None = None
@@ -162,6 +168,51 @@ class Client:
             return converter_for(result)(value, "result")
         except ShapeError as exc:
             raise ResultInvalidError(f"{endpoint}: {exc}", details={"path": exc.path}) from None
+
+    def start_call(
+        self,
+        endpoint: str,
+        args: dict[str, Any],
+        *,
+        deadline_ms: float | None = None,
+        on_done: OnDone,
+    ) -> int:
+        """Send a call without waiting for it; return its id (for :meth:`cancel_call`).
+
+        Its end is reported once, as ``on_done(value, None)`` or ``on_done(None, error)``, from
+        the client's receive path (a lost or closed connection ends it with ``peer-lost`` or
+        ``unavailable``), unless :meth:`cancel_call` gave it up first. ``on_done`` must not
+        block or raise. ``deadline_ms`` is the budget the server enforces. No task waits and
+        no result shape is checked: this is for relays.
+
+        Raises:
+            WireError: the call could not be sent (``peer-lost``, ``unavailable``,
+                ``too-large``, ``arguments-invalid``, ``overloaded``); ``on_done`` is not called.
+        """
+        call_id, frame = self._protocol.start_call(
+            _Callback(on_done), endpoint, args, deadline_ms=deadline_ms
+        )
+        self._send_call(call_id, frame)
+        return call_id
+
+    def cancel_call(self, call_id: int, reason: CancelReason) -> None:
+        """Give up ``call_id``: the server is told to cancel it (``reason``), and its end is
+        never reported (a late result is dropped). Nothing happens if it already ended."""
+        cancel = self._protocol.abandon_call(call_id, reason)
+        if cancel is not None:
+            try:
+                self._pump.send_nowait(b"", cancel, force=True)
+            except trio.ClosedResourceError:
+                pass  # the connection is gone; so is the server's interest in the call
+
+    def _send_call(self, call_id: int, frame: bytes) -> None:
+        try:
+            self._pump.send_nowait(b"", frame)
+        except (WireError, trio.ClosedResourceError) as exc:
+            self._protocol.forget_call(call_id)
+            if isinstance(exc, WireError):
+                raise
+            raise UnavailableError("client is closed") from None
 
     # -- proxies ----------------------------------------------------------------------------
 
@@ -215,6 +266,11 @@ class Client:
             self._describing = None
             done.set()
 
+    @property
+    def ready(self) -> bool:
+        """Whether the server welcomed us and is answering (a call now would be sent)."""
+        return self._protocol.state is ClientState.READY
+
     def statistics(self) -> ClientStatistics:
         return ClientStatistics(
             pending_calls=self._protocol.pending_calls,
@@ -235,8 +291,11 @@ class Client:
             if type(event) is Resolved:
                 # Nearly every event: checked before the match, whose class patterns cost a
                 # few attribute lookups each.
-                self._pump.expecting += 1
                 error = event.error
+                if type(event.handle) is _Callback:
+                    event.handle.on_done(event.value, error)
+                    continue
+                self._pump.expecting += 1
                 reschedule(
                     event.handle,
                     outcome.Value(event.value) if error is None else outcome.Error(error),

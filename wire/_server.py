@@ -10,13 +10,15 @@ An endpoint with a synchronous fast path (:attr:`~wire._endpoints.Endpoint.run_i
 actor system gives one to plain ``def`` ``@Remote`` methods) is first tried right in the receive
 path: when it completes, its terminal frame is queued before the next frame is read, with no
 task and no scope (a task start and a cancel scope are most of the server's per-call cost);
-when it defers, the call takes the task path above.
+when it defers, the call takes the task path above; when it detaches (a relay handing the call
+to another server), the call ends later from a callback (``wire/_detached.py``).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import attrs
@@ -24,6 +26,7 @@ import trio
 import zmq
 
 from wire._codec import encode
+from wire._detached import Detach, DetachedCall, Outcome, error_reply
 from wire._endpoints import DEFERRED, Endpoint, EndpointSpec, Registry
 from wire._errors import (
     ErrorCode,
@@ -135,6 +138,8 @@ class Server:
         self._pump: SocketPump | None = None
         self._nursery: trio.Nursery | None = None
         self._handler_tasks = 0
+        #: Detached calls with a deadline, which the timer enforces.
+        self._expiring: set[DetachedCall] = set()
         self._calls_total = 0
         self._cancelled_total = 0
         self._idle = trio.Event()
@@ -335,7 +340,7 @@ class Server:
                 failure = exc
         if failure is not None or endpoint is None:
             assert failure is not None
-            self._finish(record, _error_frame(call.id, failure))
+            self._finish(record, error_reply(call.id, failure))
             return
         if endpoint.run_inline is not None and self._run_inline(record, endpoint, args):
             return
@@ -350,12 +355,25 @@ class Server:
             else trio.CancelScope(deadline=record.deadline)
         )
         record.handle = scope
+        context = _Context(self._protocol, record, reservation)
+        invoke = functools.partial(endpoint.handler, context, args)
+        self._spawn(record, endpoint.spec, invoke, scope, admit=not endpoint.admits_itself)
+
+    def _spawn(
+        self,
+        record: CallRecord,
+        spec: EndpointSpec,
+        invoke: Callable[[], Awaitable[Any]],
+        scope: trio.CancelScope,
+        *,
+        admit: bool,
+    ) -> None:
         assert self._nursery is not None
         self._handler_tasks += 1
         if self._idle.is_set():
             self._idle = trio.Event()
         self._nursery.start_soon(
-            self._run_call, record, endpoint, args, scope, reservation, name=_HANDLER_TASK_NAME
+            self._run_call, record, spec, invoke, scope, admit, name=_HANDLER_TASK_NAME
         )
         if self._pump is not None:
             # The handler will likely queue its reply in its first step: the pump waits a pass
@@ -377,45 +395,83 @@ class Server:
                 return False  # nothing happened: the task path starts from scratch
             if not endpoint.admits_itself:
                 self._protocol.call_started(record)
+            if type(value) is Detach:
+                self._detach(record, endpoint.spec, value)
+                return True
             outcome = Result(id=record.call.id, value=value)
         except WireError as exc:
-            outcome = _error_frame(record.call.id, exc)
+            outcome = error_reply(record.call.id, exc)
         except Exception as exc:
-            outcome = _error_frame(record.call.id, _classify(exc, endpoint.spec))
+            outcome = error_reply(record.call.id, _classify(exc, endpoint.spec))
         self._finish(record, outcome)
         return True
+
+    def _detach(self, record: CallRecord, spec: EndpointSpec, request: Detach) -> None:
+        """Hand the running call to ``request.begin``; it ends through the :class:`DetachedCall`
+        (a cancel reaches it as ``record.handle``)."""
+        resume = functools.partial(self._resume, spec)
+        call = DetachedCall(record, end=self._end_detached, resume=resume, now=self._now)
+        record.handle = call
+        if record.deadline is not None:
+            self._expiring.add(call)
+        try:
+            request.begin(call)
+        except WireError as exc:
+            call.fail(exc)
+        except Exception as exc:
+            call.fail(_classify(exc, spec))
+
+    def _end_detached(self, call: DetachedCall, outcome: Outcome) -> None:
+        self._expiring.discard(call)
+        self._finish(call.record, outcome)
+
+    def _resume(
+        self, spec: EndpointSpec, call: DetachedCall, handler: Callable[[], Awaitable[Any]]
+    ) -> None:
+        """Move a detached call onto the task path: later cancels reach its scope."""
+        self._expiring.discard(call)
+        record = call.record
+        scope = (
+            trio.CancelScope()
+            if record.deadline is None
+            else trio.CancelScope(deadline=record.deadline)
+        )
+        record.handle = scope
+        if self._nursery is None:
+            self._finish(record, Interrupted.CANCELLED)
+            return
+        self._spawn(record, spec, handler, scope, admit=False)
 
     async def _run_call(
         self,
         record: CallRecord,
-        endpoint: Endpoint,
-        args: dict[str, Any],
+        spec: EndpointSpec,
+        invoke: Callable[[], Awaitable[Any]],
         scope: trio.CancelScope,
-        reservation: Any,
+        admit: bool,
     ) -> None:
         if self._pump is not None:
             self._pump.expecting -= 1
-        outcome: Result | Error | Interrupted = Interrupted.CANCELLED
+        outcome: Outcome = Interrupted.CANCELLED
         try:
             with scope:
-                if not endpoint.admits_itself:
+                if admit:
                     self._protocol.call_started(record)
-                context = _Context(self._protocol, record, reservation)
-                value = await endpoint.handler(context, args)
+                value = await invoke()
                 outcome = Result(id=record.call.id, value=value)
             if scope.cancelled_caught and (
                 record.deadline is not None and trio.current_time() >= record.deadline
             ):
                 outcome = Interrupted.DEADLINE
         except WireError as exc:
-            outcome = _error_frame(record.call.id, exc)
+            outcome = error_reply(record.call.id, exc)
         except Exception as exc:
-            outcome = _error_frame(record.call.id, _classify(exc, endpoint.spec))
+            outcome = error_reply(record.call.id, _classify(exc, spec))
         finally:
             self._handler_tasks -= 1
         self._finish(record, outcome)
 
-    def _finish(self, record: CallRecord, outcome: Result | Error | Interrupted) -> None:
+    def _finish(self, record: CallRecord, outcome: Outcome) -> None:
         if isinstance(outcome, Interrupted) or (
             isinstance(outcome, Error) and outcome.code == ErrorCode.CANCELLED
         ):
@@ -432,10 +488,14 @@ class Server:
             now = trio.current_time()
             verified = self._pump.verified_empty_at(now) if self._pump is not None else now
             self._apply(self._protocol.tick(now, verified_at=verified))
+            if self._expiring:
+                self._expire_detached(now)
 
-
-def _error_frame(call_id: int, error: WireError) -> Error:
-    return Error(id=call_id, code=error.code.value, message=error.message, details=error.details)
+    def _expire_detached(self, now: float) -> None:
+        """End the detached calls whose deadline passed with no answer (the server they went
+        to enforces it too; this covers one that never answers)."""
+        for call in [c for c in self._expiring if (c.deadline or now) <= now]:
+            call.expire()
 
 
 def _classify(exc: Exception, spec: EndpointSpec) -> WireError:
