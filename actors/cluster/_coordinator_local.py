@@ -7,6 +7,7 @@ every operation and watch wake-up, so no background task is needed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncGenerator
 
 import trio
@@ -47,6 +48,9 @@ class InProcessCoordinator:
         self._next_lease = 1
         #: lease id -> (lease, member, expiry on the trio clock)
         self._leases: dict[int, tuple[Lease, Member, float]] = {}
+        #: No lease expires before this (a renewal only moves an expiry later): the router
+        #: reads the view per call, and this spares it a scan of the leases each time.
+        self._next_expiry = math.inf
         self._claims: dict[int, Claim] = {}
         self._changed = trio.Event()
         self._view: ClusterView | None = None
@@ -73,7 +77,9 @@ class InProcessCoordinator:
                 )
         lease = Lease(lease_id=self._next_lease, worker_id=member.worker_id, ttl=ttl)
         self._next_lease += 1
-        self._leases[lease.lease_id] = (lease, member, trio.current_time() + ttl)
+        expiry = trio.current_time() + ttl
+        self._leases[lease.lease_id] = (lease, member, expiry)
+        self._next_expiry = min(self._next_expiry, expiry)
         self._bump()
         return lease
 
@@ -193,7 +199,12 @@ class InProcessCoordinator:
 
     def _expire(self) -> None:
         now = trio.current_time()
+        if now < self._next_expiry:
+            return
         expired = [lid for lid, (_, _, expiry) in self._leases.items() if expiry <= now]
+        self._next_expiry = min(
+            (expiry for _, _, expiry in self._leases.values() if expiry > now), default=math.inf
+        )
         if not expired:
             return
         for lease_id in expired:

@@ -62,6 +62,13 @@ class ClientPool:
             raise UnavailableError(f"cannot reach {endpoint}: {entry.error}")
         return entry.client
 
+    def ready(self, endpoint: str) -> Client | None:
+        """The client for ``endpoint`` if it is connected and answering, without waiting (the
+        supervisor's relay falls back to :meth:`get` otherwise)."""
+        entry = self._entries.get(endpoint)
+        client = entry.client if entry is not None else None
+        return client if client is not None and client.ready else None
+
     def close(self, endpoint: str) -> None:
         """Close the client of ``endpoint`` (its calls in flight fail with ``unavailable``)."""
         entry = self._entries.pop(endpoint, None)

@@ -11,12 +11,18 @@ taken effect.
 
 `forwarding_registry` is the supervisor's public face: every endpoint a worker serves, each
 forwarding its raw wire arguments to the owner (one extra hop). Deadlines and cancellation
-cross the hop through the client: the forwarded call carries the handler's remaining budget,
-and a cancelled handler cancels its forwarded call.
+cross the hop through the client: the forwarded call carries the caller's remaining budget,
+and a cancelled call cancels its forwarded call.
+
+A call whose owner is known and connected is relayed without a task (`wire.Detach`): it is sent
+from the receive path and answered from the owner's reply, which halves the supervisor's CPU
+per call. Everything else takes the task path through `call_owner`, and so does a relayed call
+whose owner answers ``moved`` (the retry waits for the next view).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -28,11 +34,22 @@ from actors.cluster._gate import ClusterRegistry, shard_map
 from actors.cluster._pool import ClientPool
 from actors.cluster._shards import shard_of
 from actors.cluster._storage import stranded
-from wire import CallCancelledError, CallContext, CancelReason, Endpoint, UnavailableError
+from wire import (
+    DEFERRED,
+    CallCancelledError,
+    CallContext,
+    CancelReason,
+    Client,
+    Detach,
+    DetachedCall,
+    Endpoint,
+    UnavailableError,
+    WireError,
+)
 from wire._errors import MovedError
 from wire._proxy import specs_from_describe
 
-__all__ = ["ROUTING_KEYS", "call_owner", "forwarding_registry", "routing_key"]
+__all__ = ["ROUTING_KEYS", "call_owner", "forwarding_registry", "owner_error", "routing_key"]
 
 #: Arguments that name the agent a call is about, in order of preference. ``sessionId``
 #: routes ``sessions/create`` to the shard the new session will live in.
@@ -108,21 +125,12 @@ async def call_owner(
             if client is not None:
                 try:
                     value = await client.call(endpoint, args, result=result)
-                except MovedError:
-                    pass  # not executed; the owner's view and ours differ for a moment
-                except CallCancelledError as exc:
-                    if exc.reason is not CancelReason.SHUTDOWN:
+                except (MovedError, CallCancelledError) as exc:
+                    answer = owner_error(exc, claim, endpoint, agent_id)
+                    if answer is exc:
                         raise
-                    if exc.state != "queued":
-                        # Our caller did not cancel: the owner shut down mid-call, so the
-                        # call may have taken effect, and `cancelled` would misstate who
-                        # stopped it.
-                        raise UnavailableError(
-                            f"worker {claim.worker_id!r} shut down while running "
-                            f"{endpoint} for agent {agent_id!r}; it may have taken effect",
-                            details={"agentId": agent_id, "worker": claim.worker_id},
-                        ) from exc
-                    # Still queued when the owner shut down: it never ran, so try the next owner.
+                    if answer is not None:
+                        raise answer from exc
                 else:
                     if answered is not None:
                         answered(claim)
@@ -136,6 +144,51 @@ async def call_owner(
                 details={"agentId": agent_id, "shard": waited_for},
             )
         await wait_change(min(remaining, 0.05 if claim is not None else 0.5))
+
+
+def owner_error(error: WireError, claim: Claim, endpoint: str, agent_id: str) -> WireError | None:
+    """What the caller gets for the owner's ``error``; ``None`` when it proves the call did not
+    run, so the next owner may be tried."""
+    if isinstance(error, MovedError):
+        return None  # not executed; the owner's view and ours differ for a moment
+    if not isinstance(error, CallCancelledError) or error.reason is not CancelReason.SHUTDOWN:
+        return error
+    if error.state == "queued":
+        return None  # still queued when the owner shut down: it never ran
+    # Our caller did not cancel: the owner shut down mid-call, so the call may have taken
+    # effect, and `cancelled` would misstate who stopped it.
+    return UnavailableError(
+        f"worker {claim.worker_id!r} shut down while running "
+        f"{endpoint} for agent {agent_id!r}; it may have taken effect",
+        details={"agentId": agent_id, "worker": claim.worker_id},
+    )
+
+
+def _relay(
+    client: Client,
+    claim: Claim,
+    endpoint: str,
+    args: dict[str, Any],
+    agent_id: str,
+    retry: Callable[[], Awaitable[Any]],
+    call: DetachedCall,
+) -> None:
+    """Send ``call`` on to its owner through ``client`` and answer it from the owner's reply."""
+    deadline = call.deadline
+    budget = None if deadline is None else (deadline - trio.current_time()) * 1000
+
+    def done(value: Any, error: WireError | None) -> None:
+        if error is None:
+            call.succeed(value)
+            return
+        answer = owner_error(error, claim, endpoint, agent_id)
+        if answer is None:
+            call.resume(retry)
+        else:
+            call.fail(answer)
+
+    call_id = client.start_call(endpoint, args, deadline_ms=budget, on_done=done)
+    call.on_cancel = functools.partial(client.cancel_call, call_id)
 
 
 class _ForwardEndpoint(Endpoint):
@@ -174,12 +227,39 @@ def forwarding_registry(
 
         return forward
 
+    #: The owners table of the last view read: a view is replaced, never changed, and the
+    #: relay looks an owner up per call (``ClusterView.owner`` scans the claims).
+    table: tuple[ClusterView | None, list[Claim | None]] = (None, [])
+
+    def owner_in(current: ClusterView, agent_id: str) -> Claim | None:
+        nonlocal table
+        if table[0] is not current:
+            table = (current, current.owners())
+        return table[1][shard_of(agent_id, current.shard_count)]
+
+    def relayer(name: str) -> Callable[[CallContext, dict[str, Any]], Any]:
+        def relay(context: CallContext, args: dict[str, Any]) -> Any:
+            agent_id = routing_key(args)
+            current = view()
+            if agent_id is None or current is None or not current.shard_count:
+                return DEFERRED
+            claim = owner_in(current, agent_id)
+            client = pool.ready(claim.endpoint) if claim is not None else None
+            if claim is None or client is None:
+                return DEFERRED  # no owner yet, or not connected: call_owner waits for both
+            retry = functools.partial(call_owner, pool, view, wait_change, name, args, agent_id)
+            return Detach(functools.partial(_relay, client, claim, name, args, agent_id, retry))
+
+        return relay
+
     description = {k: v for k, v in described.items() if k != "protocol"}
     registry = _DescribedRegistry(description, lambda: shard_map(view()))
     for spec in specs_from_describe(described):
         if spec.name.startswith("system/"):
             continue
-        registry.add(_ForwardEndpoint(spec=spec, handler=forwarder(spec.name)))
+        registry.add(
+            _ForwardEndpoint(spec=spec, handler=forwarder(spec.name), run_inline=relayer(spec.name))
+        )
     return registry
 
 
