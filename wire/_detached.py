@@ -8,8 +8,10 @@ whoever holds it reports the answer (from the client's receive path, say). Nothi
 for the caller:
 
 - a cancel (caller, superseded, peer lost, shutdown) runs the holder's ``on_cancel`` with the
-  reason to pass on (``caller``, or ``deadline`` once it passed), then answers ``cancelled`` at
-  once, as a cancelled handler task would; a late answer is ignored;
+  reason to pass on (``deadline`` when the caller's cancel says so or the deadline passed,
+  else ``caller``), then answers ``cancelled`` at once, as a cancelled handler task would; a
+  late answer is ignored, and so is an ``on_cancel`` that raises (it is logged: the caller
+  still gets its one terminal frame and the server keeps serving);
 - the call's deadline is the holder's to pass on (the other server enforces it), and the server
   enforces it too, on its timer, for an answer that never comes;
 - :meth:`DetachedCall.resume` moves the call onto the task path (a retry that must wait, for
@@ -18,6 +20,7 @@ for the caller:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,6 +31,8 @@ from wire._messages import Error, Result
 from wire._server_protocol import CallRecord, Interrupted
 
 __all__ = ["Detach", "DetachedCall", "error_reply"]
+
+log = logging.getLogger("wire.server")
 
 Outcome = Result | Error | Interrupted
 
@@ -97,9 +102,11 @@ class DetachedCall:
         """The server's cancel (the protocol asked for it): pass it on, answer ``cancelled``."""
         if self.ended:
             return
-        deadline = self._record.deadline
-        passed = deadline is not None and self._now() >= deadline
-        self._give_up(CancelReason.DEADLINE if passed else CancelReason.CALLER)
+        record = self._record
+        passed = record.deadline is not None and self._now() >= record.deadline
+        # The caller's own deadline may fire before ours (we count the budget from arrival).
+        says_deadline = record.cancel_reason is CancelReason.DEADLINE
+        self._give_up(CancelReason.DEADLINE if passed or says_deadline else CancelReason.CALLER)
         self._finish(Interrupted.CANCELLED)
 
     def expire(self) -> None:
@@ -110,7 +117,10 @@ class DetachedCall:
 
     def _give_up(self, reason: CancelReason) -> None:
         if self.on_cancel is not None:
-            self.on_cancel(reason)
+            try:
+                self.on_cancel(reason)
+            except Exception:
+                log.exception("passing on the cancel of call %s failed", self._record.call.id)
 
     def _finish(self, outcome: Outcome) -> None:
         if not self.ended:

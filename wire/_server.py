@@ -21,16 +21,15 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-import attrs
 import trio
 import zmq
 
+from wire._call_context import ServerCallContext, classify_failure
 from wire._codec import encode
 from wire._detached import Detach, DetachedCall, Outcome, error_reply
 from wire._endpoints import DEFERRED, Endpoint, EndpointSpec, Registry
 from wire._errors import (
     ErrorCode,
-    InternalError,
     UnauthorizedError,
     UnknownEndpointError,
     WireError,
@@ -51,6 +50,7 @@ from wire._server_protocol import (
     ServerProtocol,
     StartCall,
 )
+from wire._server_system import ServerStatistics, system_endpoints
 from wire._zap import ZapHandler
 
 __all__ = ["Server", "ServerStatistics"]
@@ -62,46 +62,6 @@ log = logging.getLogger("wire.server")
 _TICK = 0.1
 #: Name of every handler task (a string: trio would otherwise format one per task).
 _HANDLER_TASK_NAME = "wire.server.call"
-
-
-@attrs.frozen(kw_only=True)
-class ServerStatistics:
-    """A snapshot of a server's load (``system/stats``)."""
-
-    #: Peers that said hello and are not lost.
-    peers: int
-    #: Calls in flight by state (queued, running, cancelling-queued, cancelling-running).
-    calls: dict[str, int]
-    #: Handler tasks alive right now (each call has at most one).
-    handler_tasks: int
-    #: Calls received since start.
-    calls_total: int
-    #: Calls that ended cancelled since start.
-    cancelled_total: int
-    #: Frames held back because a peer was not reading.
-    backlog_frames: int
-
-
-class _Context:
-    """The :class:`~wire._endpoints.CallContext` of one call."""
-
-    __slots__ = ("_protocol", "_record", "reservation")
-
-    def __init__(self, protocol: ServerProtocol, record: CallRecord, reservation: Any) -> None:
-        self._protocol = protocol
-        self._record = record
-        self.reservation = reservation
-
-    @property
-    def peer(self) -> bytes:
-        return self._record.peer
-
-    @property
-    def call_id(self) -> int:
-        return self._record.call.id
-
-    def running(self) -> None:
-        self._protocol.call_started(self._record)
 
 
 class Server:
@@ -150,7 +110,7 @@ class Server:
         #: per message. Set by :meth:`run`.
         self._now: Callable[[], float] = trio.current_time
         self.addresses: list[str] = []
-        for endpoint in _system_endpoints(self):
+        for endpoint in system_endpoints(registry, self.statistics):
             if registry.get(endpoint.spec.name) is None:
                 registry.add(endpoint)
 
@@ -355,7 +315,7 @@ class Server:
             else trio.CancelScope(deadline=record.deadline)
         )
         record.handle = scope
-        context = _Context(self._protocol, record, reservation)
+        context = ServerCallContext(self._protocol, record, reservation)
         invoke = functools.partial(endpoint.handler, context, args)
         self._spawn(record, endpoint.spec, invoke, scope, admit=not endpoint.admits_itself)
 
@@ -390,7 +350,7 @@ class Server:
         assert endpoint.run_inline is not None
         outcome: Result | Error
         try:
-            value = endpoint.run_inline(_Context(self._protocol, record, None), args)
+            value = endpoint.run_inline(ServerCallContext(self._protocol, record, None), args)
             if value is DEFERRED:
                 return False  # nothing happened: the task path starts from scratch
             if not endpoint.admits_itself:
@@ -402,7 +362,7 @@ class Server:
         except WireError as exc:
             outcome = error_reply(record.call.id, exc)
         except Exception as exc:
-            outcome = error_reply(record.call.id, _classify(exc, endpoint.spec))
+            outcome = error_reply(record.call.id, classify_failure(exc, endpoint.spec))
         self._finish(record, outcome)
         return True
 
@@ -419,7 +379,7 @@ class Server:
         except WireError as exc:
             call.fail(exc)
         except Exception as exc:
-            call.fail(_classify(exc, spec))
+            call.fail(classify_failure(exc, spec))
 
     def _end_detached(self, call: DetachedCall, outcome: Outcome) -> None:
         self._expiring.discard(call)
@@ -466,7 +426,7 @@ class Server:
         except WireError as exc:
             outcome = error_reply(record.call.id, exc)
         except Exception as exc:
-            outcome = error_reply(record.call.id, _classify(exc, spec))
+            outcome = error_reply(record.call.id, classify_failure(exc, spec))
         finally:
             self._handler_tasks -= 1
         self._finish(record, outcome)
@@ -496,58 +456,3 @@ class Server:
         to enforces it too; this covers one that never answers)."""
         for call in [c for c in self._expiring if (c.deadline or now) <= now]:
             call.expire()
-
-
-def _classify(exc: Exception, spec: EndpointSpec) -> WireError:
-    """Map a handler's exception to a wire error.
-
-    An exception that carries a ``code`` attribute naming a protocol code (the DSH
-    ``SESSION_REFERENCE_*`` errors do) keeps it; anything else is ``internal`` with its message
-    kept and its traceback logged here, never sent.
-    """
-    code = getattr(exc, "code", None)
-    if isinstance(code, str) and code in ErrorCode.__members__.values():
-        details = getattr(exc, "details", None)
-        message = getattr(exc, "message", None) or str(exc)
-        return WireError(
-            str(message),
-            code=ErrorCode(code),
-            details=details if isinstance(details, dict) else None,
-        )
-    log.error("handler of %s failed", spec.name, exc_info=exc)
-    return InternalError(str(exc) or type(exc).__name__)
-
-
-def _system_endpoints(server: Server) -> list[Endpoint]:
-    async def describe(context: Any, args: dict[str, Any]) -> Any:
-        return {"protocol": 1, **server.registry.describe()}
-
-    async def stats(context: Any, args: dict[str, Any]) -> Any:
-        s = server.statistics()
-        return {
-            "peers": s.peers,
-            "calls": s.calls,
-            "handlerTasks": s.handler_tasks - 1,  # not counting this call's own task
-            "callsTotal": s.calls_total,
-            "cancelledTotal": s.cancelled_total,
-            "backlogFrames": s.backlog_frames,
-        }
-
-    return [
-        Endpoint(
-            spec=EndpointSpec(
-                name="system/describe",
-                result=dict[str, Any],
-                doc="Every endpoint with its parameters and result type.",
-            ),
-            handler=describe,
-        ),
-        Endpoint(
-            spec=EndpointSpec(
-                name="system/stats",
-                result=dict[str, Any],
-                doc="Server load: peers, calls by state, live handler tasks, totals.",
-            ),
-            handler=stats,
-        ),
-    ]

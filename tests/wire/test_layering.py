@@ -17,6 +17,9 @@ SANS_IO = [
     "_client_protocol.py",
     "_shapes.py",
     "_endpoints.py",
+    "_detached.py",
+    "_call_context.py",
+    "_server_system.py",
     "_limits.py",
 ]
 

@@ -1,0 +1,350 @@
+"""Detached calls over real sockets: ended from a callback without a handler task, cancelled
+(the holder is told why), expired by the server's timer, resumed onto a task."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from tests.wire._detached_support import RawPeer, settle, start, wait_for
+from wire import (
+    CallCancelledError,
+    CancelReason,
+    InternalError,
+    UnavailableError,
+    open_client,
+)
+from wire._errors import ErrorCode
+
+
+@pytest.fixture(params=["inproc", "ipc"])
+def address(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return {
+        "inproc": f"inproc://test-detached-{id(tmp_path)}",
+        "ipc": f"ipc://{tmp_path}/s.sock",
+    }[request.param]
+
+
+@pytest.fixture
+def ipc(tmp_path: Path) -> str:
+    return f"ipc://{tmp_path}/s.sock"
+
+
+async def test_detached_call_ends_from_another_task_without_a_handler_task(
+    nursery: trio.Nursery, address: str
+) -> None:
+    """A detached call spends no handler task while in flight and returns the value given to
+    succeed by another task."""
+    with trio.fail_after(10):
+        server, relay, bound = await start(nursery, address)
+        async with open_client(bound) as client:
+            results: list[Any] = []
+
+            async def caller() -> None:
+                results.append(await client.call("d/hold"))
+
+            async with trio.open_nursery() as calls:
+                calls.start_soon(caller)
+                await relay.begun.wait()
+                stats = server.statistics()
+                assert stats.handler_tasks == 0
+                assert stats.calls["running"] == 1
+                assert not relay.calls[0].ended
+                relay.calls[0].succeed({"answer": [42]})
+                assert relay.calls[0].ended
+            assert results == [{"answer": [42]}]
+            assert relay.cancels == []
+            stats = server.statistics()
+            assert stats.calls["running"] == 0 and stats.cancelled_total == 0
+            assert client.statistics().pending_calls == 0
+        await server.aclose()
+
+
+async def test_begin_may_answer_at_once(nursery: trio.Nursery, ipc: str) -> None:
+    """A begin that answers before returning ends the call with that value, once, deadline or
+    not, and the server's deadline timer leaves it alone afterwards."""
+    with trio.fail_after(10):
+        server, relay, bound = await start(nursery, ipc)
+        peer = RawPeer(bound)
+        try:
+            await peer.greet()
+            peer.send({"type": "call", "id": 1, "endpoint": "d/now", "args": {"value": "a"}})
+            peer.send(
+                {
+                    "type": "call",
+                    "id": 2,
+                    "endpoint": "d/now",
+                    "args": {"value": "b"},
+                    "deadlineMs": 150,
+                }
+            )
+            assert await peer.receive_until(lambda m: m.get("id") == 1) == {
+                "type": "result",
+                "id": 1,
+                "value": "a",
+            }
+            assert await peer.receive_until(lambda m: m.get("id") == 2) == {
+                "type": "result",
+                "id": 2,
+                "value": "b",
+            }
+            await trio.sleep(0.35)  # past call 2's deadline, and a few timer ticks
+            await peer.round_trip(3)
+            assert len(peer.frames_for(1)) == len(peer.frames_for(2)) == 1
+            assert relay.cancels == []
+            stats = server.statistics()
+            assert stats.handler_tasks == 0 and stats.cancelled_total == 0
+        finally:
+            peer.close()
+        await server.aclose()
+
+
+async def test_caller_cancel_reaches_on_cancel_and_a_late_answer_is_dropped(
+    nursery: trio.Nursery, address: str
+) -> None:
+    """A caller's cancel scope ends its call, the holder's on_cancel hears CALLER, the server
+    counts a cancel, and a late succeed changes nothing."""
+    with trio.fail_after(10):
+        server, relay, bound = await start(nursery, address)
+        async with open_client(bound) as client:
+            # An explicit cancel, not move_on_after: a caller's deadline travels with the call,
+            # and a cancel once it passed is passed on as DEADLINE.
+            async with trio.open_nursery() as calls:
+                scope = trio.CancelScope()
+
+                async def caller() -> None:
+                    with scope:
+                        await client.call("d/hold")
+
+                calls.start_soon(caller)
+                await relay.begun.wait()
+                scope.cancel()
+            assert scope.cancelled_caught
+            await wait_for(lambda: relay.cancels != [], "on_cancel")
+            assert relay.cancels == [CancelReason.CALLER]
+            assert relay.calls[0].ended
+            assert server.statistics().cancelled_total == 1
+            relay.calls[0].succeed("late")
+            assert await client.call("t/echo", {"value": "after"}) == "after"
+            assert server.statistics().cancelled_total == 1
+            assert client.statistics().pending_calls == 0
+            assert sum(server.statistics().calls.values()) == 0
+        await server.aclose()
+
+
+async def test_cancelled_detached_call_gets_exactly_one_terminal_frame(
+    nursery: trio.Nursery, ipc: str
+) -> None:
+    """A cancel frame answers a detached call with one cancelled frame; a late succeed sends
+    nothing more."""
+    with trio.fail_after(10):
+        server, relay, bound = await start(nursery, ipc)
+        peer = RawPeer(bound)
+        try:
+            await peer.greet()
+            peer.send({"type": "call", "id": 1, "endpoint": "d/hold", "args": {}})
+            await relay.begun.wait()
+            peer.send({"type": "cancel", "id": 1, "reason": "caller"})
+            reply = await peer.receive_until(lambda m: m.get("id") == 1)
+            assert reply["type"] == "error" and reply["code"] == "cancelled"
+            assert reply["details"] == {"state": "running", "reason": "caller"}
+            assert relay.cancels == [CancelReason.CALLER]
+            relay.calls[0].succeed("late")
+            relay.calls[0].fail(UnavailableError("late"))
+            await peer.round_trip(2)
+            assert peer.frames_for(1) == [reply]
+        finally:
+            peer.close()
+        await server.aclose()
+
+
+async def test_server_enforces_a_detached_calls_deadline(nursery: trio.Nursery, ipc: str) -> None:
+    """A detached call nobody answers gets one deadline-exceeded frame after its deadlineMs,
+    and its holder hears DEADLINE; one answered in time is left alone."""
+    with trio.fail_after(10):
+        server, relay, bound = await start(nursery, ipc)
+        peer = RawPeer(bound)
+        try:
+            await peer.greet()
+            sent = trio.current_time()
+            peer.send(
+                {"type": "call", "id": 1, "endpoint": "d/hold", "args": {}, "deadlineMs": 300}
+            )
+            with trio.fail_after(5):
+                reply = await peer.receive_until(lambda m: m.get("id") == 1)
+            elapsed = trio.current_time() - sent
+            assert reply["type"] == "error"
+            assert reply["code"] == ErrorCode.DEADLINE_EXCEEDED.value == "deadline-exceeded"
+            assert reply["details"] == {"state": "running", "reason": "deadline"}
+            assert elapsed >= 0.25, f"expired {elapsed:.3f} s after sending, before its deadline"
+            assert relay.cancels == [CancelReason.DEADLINE]
+            relay.calls[0].succeed("late")
+
+            # Answered before its deadline: the timer must not expire it afterwards.
+            peer.send(
+                {"type": "call", "id": 3, "endpoint": "d/hold", "args": {}, "deadlineMs": 200}
+            )
+            await wait_for(lambda: len(relay.calls) == 2, "the second call")
+            relay.calls[1].succeed("in time")
+            assert await peer.receive_until(lambda m: m.get("id") == 3) == {
+                "type": "result",
+                "id": 3,
+                "value": "in time",
+            }
+            await trio.sleep(0.4)
+            await peer.round_trip(2)
+            assert peer.frames_for(1) == [reply]
+            assert len(peer.frames_for(3)) == 1
+            assert relay.cancels == [CancelReason.DEADLINE]
+            assert server.statistics().handler_tasks == 0
+        finally:
+            peer.close()
+        await server.aclose()
+
+
+async def test_resume_answers_with_the_handlers_value(nursery: trio.Nursery, ipc: str) -> None:
+    """A detached call resumed onto a handler answers with that handler's value."""
+    with trio.fail_after(10):
+        server, relay, bound = await start(nursery, ipc)
+        async with open_client(bound) as client:
+            assert await client.call("d/resume", {"value": ["x", 1]}) == ["x", 1]
+            assert relay.resumed == ["value"]
+            assert relay.cancels == []
+            await settle(server)
+            assert server.statistics().cancelled_total == 0
+        await server.aclose()
+
+
+async def test_cancel_reaches_a_resumed_handler(nursery: trio.Nursery, ipc: str) -> None:
+    """A caller's cancel while a resumed handler runs cancels that handler's task and ends the
+    call cancelled; the detached on_cancel is no longer told."""
+    with trio.fail_after(10):
+        server, relay, bound = await start(nursery, ipc)
+        async with open_client(bound) as client:
+            async with trio.open_nursery() as calls:
+                scope = trio.CancelScope()
+
+                async def caller() -> None:
+                    with scope:
+                        await client.call("d/resume-slow", {"seconds": 30})
+
+                calls.start_soon(caller)
+                await relay.resumed_running.wait()
+                assert server.statistics().handler_tasks == 1
+                scope.cancel()
+            assert scope.cancelled_caught
+            await settle(server)
+            assert relay.resumed == ["cancelled"]
+            assert relay.cancels == []
+            assert server.statistics().cancelled_total == 1
+            assert client.statistics().pending_calls == 0
+        await server.aclose()
+
+
+async def test_resumed_handler_runs_under_the_calls_deadline(
+    nursery: trio.Nursery, ipc: str
+) -> None:
+    """A resumed handler's scope carries the call's deadline: it is cancelled and the caller
+    gets one deadline-exceeded frame."""
+    with trio.fail_after(10):
+        server, relay, bound = await start(nursery, ipc)
+        peer = RawPeer(bound)
+        try:
+            await peer.greet()
+            peer.send(
+                {
+                    "type": "call",
+                    "id": 1,
+                    "endpoint": "d/resume-slow",
+                    "args": {"seconds": 30},
+                    "deadlineMs": 200,
+                }
+            )
+            reply = await peer.receive_until(lambda m: m.get("id") == 1)
+            assert reply["code"] == "deadline-exceeded"
+            assert reply["details"] == {"state": "running", "reason": "deadline"}
+            await settle(server)
+            assert relay.resumed == ["cancelled"]
+            assert relay.cancels == []
+            await peer.round_trip(2)
+            assert peer.frames_for(1) == [reply]
+        finally:
+            peer.close()
+        await server.aclose()
+
+
+async def test_begin_raising_answers_the_call_and_the_server_serves_on(
+    nursery: trio.Nursery, ipc: str
+) -> None:
+    """A WireError raised by begin answers with its code and details, anything else with
+    internal, and the server keeps serving."""
+    with trio.fail_after(10):
+        server, relay, bound = await start(nursery, ipc)
+        async with open_client(bound) as client:
+            with pytest.raises(UnavailableError, match=r"^relay target is down$") as wire:
+                await client.call("d/fail-wire")
+            assert wire.value.code is ErrorCode.UNAVAILABLE
+            assert dict(wire.value.details) == {"worker": "w9"}
+            with pytest.raises(InternalError, match=r"^relay broke$") as bug:
+                await client.call("d/fail-bug")
+            assert bug.value.code is ErrorCode.INTERNAL
+            assert relay.cancels == []
+            assert await client.call("t/echo", {"value": "still here"}) == "still here"
+            assert sum(server.statistics().calls.values()) == 0
+        await server.aclose()
+
+
+async def test_shutdown_cancels_a_detached_call(nursery: trio.Nursery, ipc: str) -> None:
+    """aclose with a detached call in flight tells its holder, fails the caller with a
+    shutdown cancel, and returns promptly."""
+    with trio.fail_after(10):
+        server, relay, bound = await start(nursery, ipc)
+        async with open_client(bound) as client:
+            caught: list[CallCancelledError] = []
+
+            async def waiting() -> None:
+                try:
+                    await client.call("d/hold")
+                except CallCancelledError as exc:
+                    caught.append(exc)
+
+            async with trio.open_nursery() as calls:
+                calls.start_soon(waiting)
+                await relay.begun.wait()
+                began = trio.current_time()
+                await server.aclose()
+                took = trio.current_time() - began
+            assert took < 1.0, f"aclose took {took:.2f} s"
+            # The documented mapping: every cancel but a passed deadline is passed on as CALLER.
+            assert relay.cancels == [CancelReason.CALLER]
+            assert len(caught) == 1
+            assert caught[0].reason is CancelReason.SHUTDOWN
+            assert caught[0].state == "running"
+
+
+async def test_a_lost_peer_cancels_its_detached_calls(nursery: trio.Nursery, ipc: str) -> None:
+    """A peer that says bye with a detached call in flight has the call given up (on_cancel)
+    and nothing is left in flight."""
+    with trio.fail_after(10):
+        server, relay, bound = await start(nursery, ipc)
+        peer = RawPeer(bound)
+        try:
+            await peer.greet()
+            peer.send({"type": "call", "id": 1, "endpoint": "d/hold", "args": {}})
+            await relay.begun.wait()
+            peer.send({"type": "bye"})
+            await wait_for(lambda: relay.cancels != [], "on_cancel")
+            assert relay.cancels == [CancelReason.CALLER]
+            assert relay.calls[0].ended
+            relay.calls[0].succeed("nobody listens")
+            assert server.statistics().peers == 0
+            assert sum(server.statistics().calls.values()) == 0
+        finally:
+            peer.close()
+        await server.aclose()
+
+
+# -- Client.start_call ------------------------------------------------------------------------

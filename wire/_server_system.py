@@ -1,0 +1,69 @@
+"""What every server serves besides its registry: ``system/describe`` and ``system/stats``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from wire._endpoints import Endpoint, EndpointSpec, Registry
+
+__all__ = ["ServerStatistics", "system_endpoints"]
+
+
+@attrs.frozen(kw_only=True)
+class ServerStatistics:
+    """A snapshot of a server's load (``system/stats``)."""
+
+    #: Peers that said hello and are not lost.
+    peers: int
+    #: Calls in flight by state (queued, running, cancelling-queued, cancelling-running).
+    calls: dict[str, int]
+    #: Handler tasks alive right now (each call has at most one; a detached call has none).
+    handler_tasks: int
+    #: Calls received since start.
+    calls_total: int
+    #: Calls that ended cancelled since start.
+    cancelled_total: int
+    #: Frames held back because a peer was not reading.
+    backlog_frames: int
+
+
+def system_endpoints(
+    registry: Registry, statistics: Callable[[], ServerStatistics]
+) -> list[Endpoint]:
+    """``system/describe`` (``registry`` described) and ``system/stats`` (``statistics()``)."""
+
+    async def describe(context: Any, args: dict[str, Any]) -> Any:
+        return {"protocol": 1, **registry.describe()}
+
+    async def stats(context: Any, args: dict[str, Any]) -> Any:
+        s = statistics()
+        return {
+            "peers": s.peers,
+            "calls": s.calls,
+            "handlerTasks": s.handler_tasks - 1,  # not counting this call's own task
+            "callsTotal": s.calls_total,
+            "cancelledTotal": s.cancelled_total,
+            "backlogFrames": s.backlog_frames,
+        }
+
+    return [
+        Endpoint(
+            spec=EndpointSpec(
+                name="system/describe",
+                result=dict[str, Any],
+                doc="Every endpoint with its parameters and result type.",
+            ),
+            handler=describe,
+        ),
+        Endpoint(
+            spec=EndpointSpec(
+                name="system/stats",
+                result=dict[str, Any],
+                doc="Server load: peers, calls by state, live handler tasks, totals.",
+            ),
+            handler=stats,
+        ),
+    ]
