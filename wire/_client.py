@@ -175,6 +175,7 @@ class Client:
         args: dict[str, Any],
         *,
         deadline_ms: float | None = None,
+        encoded_result: bool = False,
         on_done: OnDone,
     ) -> int:
         """Send a call without waiting for it; return its id (for :meth:`cancel_call`).
@@ -182,15 +183,21 @@ class Client:
         Its end is reported once, as ``on_done(value, None)`` or ``on_done(None, error)``, from
         the client's receive path (a lost or closed connection ends it with ``peer-lost`` or
         ``unavailable``), unless :meth:`cancel_call` gave it up first. ``on_done`` must not
-        block or raise. ``deadline_ms`` is the budget the server enforces. No task waits and
-        no result shape is checked: this is for relays.
+        block or raise. ``deadline_ms`` is the budget the server enforces. With
+        ``encoded_result`` the value is the msgpack bytes of the server's result, not decoded
+        (a relay passes them on as they are). No task waits and no result shape is checked:
+        this is for relays.
 
         Raises:
             WireError: the call could not be sent (``peer-lost``, ``unavailable``,
                 ``too-large``, ``arguments-invalid``, ``overloaded``); ``on_done`` is not called.
         """
         call_id, frame = self._protocol.start_call(
-            _Callback(on_done), endpoint, args, deadline_ms=deadline_ms
+            _Callback(on_done),
+            endpoint,
+            args,
+            deadline_ms=deadline_ms,
+            encoded_result=encoded_result,
         )
         self._send_call(call_id, frame)
         return call_id

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from wire._codec import decode, encode, encode_call
+from wire._codec import decode, encode, encode_call, split_result
 from wire._errors import (
     ArgumentsInvalidError,
     CancelReason,
@@ -93,6 +93,8 @@ class ClientProtocol:
         self.peer_timeout = self.DEFAULT_PEER_TIMEOUT
         self.max_frame_bytes = self.DEFAULT_MAX_FRAME_BYTES
         self._pending: dict[int, Any] = {}
+        #: Calls whose result value is handed over still encoded (a relay passes it on).
+        self._encoded: set[int] = set()
         self._next_id = 1
         self._last_heard = now
         self._next_ping = now + self.heartbeat
@@ -111,8 +113,10 @@ class ClientProtocol:
         *,
         deadline_ms: float | None = None,
         supersede: str | None = None,
+        encoded_result: bool = False,
     ) -> tuple[int, bytes]:
-        """Register a call and return ``(id, frame)``.
+        """Register a call and return ``(id, frame)``. With ``encoded_result`` its result
+        value is resolved as the msgpack bytes the server sent, not decoded.
 
         Raises:
             PeerLostError: the server is lost (calls fail fast until it welcomes us again).
@@ -135,6 +139,8 @@ class ClientProtocol:
                 details={"limit": self.max_frame_bytes},
             )
         self._pending[call_id] = handle
+        if encoded_result:
+            self._encoded.add(call_id)
         return call_id, frame
 
     def abandon_call(self, call_id: int, reason: CancelReason) -> bytes | None:
@@ -142,16 +148,25 @@ class ClientProtocol:
 
         Any result that arrives later is dropped. Returns ``None`` if the call already ended.
         """
+        self._encoded.discard(call_id)
         if self._pending.pop(call_id, None) is None:
             return None
         return encode(Cancel(id=call_id, reason=reason))
 
     def forget_call(self, call_id: int) -> None:
         """Drop ``call_id`` without telling the server (it was never sent)."""
+        self._encoded.discard(call_id)
         self._pending.pop(call_id, None)
 
     def receive(self, frame: bytes, now: float) -> list[ClientEvent]:
         self._last_heard = now
+        if self._encoded and len(frame) <= self.max_frame_bytes:
+            split = split_result(frame)
+            if split is not None and split[0] in self._encoded:
+                call_id, value = split
+                self._encoded.discard(call_id)
+                handle = self._pending.pop(call_id, None)
+                return [] if handle is None else [Resolved(handle, value=value)]
         try:
             message = decode(frame, max_frame_bytes=self.max_frame_bytes)
         except RemoteProtocolError:
@@ -165,6 +180,7 @@ class ClientProtocol:
                 return self._connection_error(message)
             case Error():
                 assert message.id is not None
+                self._encoded.discard(message.id)
                 handle = self._pending.pop(message.id, None)
                 if handle is None:
                     return []
@@ -192,6 +208,7 @@ class ClientProtocol:
             return self.lose(error_from_wire(error))
         bad_id = error.details.get("id")
         if isinstance(bad_id, int) and bad_id in self._pending:
+            self._encoded.discard(bad_id)
             return [Resolved(self._pending.pop(bad_id), error=error_from_wire(error))]
         return []
 
@@ -200,6 +217,7 @@ class ClientProtocol:
             self.state = ClientState.LOST
         failed: list[ClientEvent] = [Resolved(h, error=error) for h in self._pending.values()]
         self._pending.clear()
+        self._encoded.clear()
         return [*failed, Lost(error)]
 
     def tick(self, now: float, *, verified_at: float | None = None) -> list[ClientEvent]:

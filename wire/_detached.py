@@ -28,13 +28,13 @@ import attrs
 
 from wire._errors import CancelReason, WireError
 from wire._messages import Error, Result
-from wire._server_protocol import CallRecord, Interrupted
+from wire._server_protocol import CallRecord, EncodedResult, Interrupted
 
 __all__ = ["Detach", "DetachedCall", "error_reply"]
 
 log = logging.getLogger("wire.server")
 
-Outcome = Result | Error | Interrupted
+Outcome = Result | Error | EncodedResult | Interrupted
 
 
 def error_reply(call_id: int, error: WireError) -> Error:
@@ -88,6 +88,10 @@ class DetachedCall:
 
     def succeed(self, value: Any) -> None:
         self._finish(Result(id=self._record.call.id, value=value))
+
+    def succeed_encoded(self, value: bytes) -> None:
+        """Answer with a value that is msgpack already (an owner's result, passed on)."""
+        self._finish(EncodedResult(id=self._record.call.id, value=value))
 
     def fail(self, error: WireError) -> None:
         self._finish(error_reply(self._record.call.id, error))

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from wire._codec import decode, encode, encode_result
+from wire._codec import decode, encode, encode_encoded_result, encode_result
 from wire._errors import CancelReason, ErrorCode, LocalProtocolError, RemoteProtocolError
 from wire._limits import (
     DEFAULT_MAX_ARG_DEPTH,
@@ -42,6 +42,7 @@ from wire._state import CallInput, CallState, next_call_state
 __all__ = [
     "CallRecord",
     "CancelCall",
+    "EncodedResult",
     "Interrupted",
     "PeerDropped",
     "PeerGreeted",
@@ -99,6 +100,14 @@ class CallRecord:
     cancel_reason: CancelReason | None = None
     #: The driver's handle for the running handler (its cancel scope).
     handle: Any = None
+
+
+@attrs.frozen
+class EncodedResult:
+    """A result whose value is msgpack already: a relay passes its owner's result on."""
+
+    id: int
+    value: bytes
 
 
 @attrs.frozen
@@ -323,7 +332,7 @@ class ServerProtocol:
         record.state = next_call_state(record.state, CallInput.START)
 
     def finish_call(
-        self, record: CallRecord, outcome: Result | Error | Interrupted
+        self, record: CallRecord, outcome: Result | Error | EncodedResult | Interrupted
     ) -> bytes | None:
         """The handler of ``record`` ended; return its terminal frame (``None``: peer gone).
 
@@ -427,7 +436,7 @@ class ServerProtocol:
 _SCALARS = frozenset((bytes, str, int, float, bool, type(None)))
 
 
-def _encode_reply(reply: Result | Error) -> bytes:
+def _encode_reply(reply: Result | Error | EncodedResult) -> bytes:
     """Encode a terminal frame; a result the client could not decode becomes ``internal``.
 
     msgpack writes some values the protocol forbids: a map key that is not a string ("Map keys
@@ -436,6 +445,9 @@ def _encode_reply(reply: Result | Error) -> bytes:
     containers is decoded once more with the client's rules, and failing that, only this call
     fails (§ 5.3 step 9: "the terminal frame becomes ``internal``").
     """
+    if isinstance(reply, EncodedResult):
+        # Checked where it was encoded: the owner's server ran this function on it.
+        return encode_encoded_result(reply.id, reply.value)
     try:
         if type(reply) is Result and type(reply.value) in _SCALARS:
             return encode_result(reply.id, reply.value)

@@ -15,9 +15,10 @@ cross the hop through the client: the forwarded call carries the caller's remain
 and a cancelled call cancels its forwarded call.
 
 A call whose owner is known and connected is relayed without a task (`wire.Detach`): it is sent
-from the receive path and answered from the owner's reply, which halves the supervisor's CPU
-per call. Everything else takes the task path through `call_owner`, and so does a relayed call
-whose owner answers ``moved`` (the retry waits for the next view).
+from the receive path and answered from the owner's reply, whose result value is passed on
+still encoded (never decoded and re-encoded here). Everything else takes the task path through
+`call_owner`, and so does a relayed call whose owner answers ``moved`` (the retry waits for the
+next view).
 """
 
 from __future__ import annotations
@@ -179,7 +180,7 @@ def _relay(
 
     def done(value: Any, error: WireError | None) -> None:
         if error is None:
-            call.succeed(value)
+            call.succeed_encoded(value)  # the owner's result, passed on as it was encoded
             return
         answer = owner_error(error, claim, endpoint, agent_id)
         if answer is None:
@@ -187,7 +188,9 @@ def _relay(
         else:
             call.fail(answer)
 
-    call_id = client.start_call(endpoint, args, deadline_ms=budget, on_done=done)
+    call_id = client.start_call(
+        endpoint, args, deadline_ms=budget, encoded_result=True, on_done=done
+    )
     call.on_cancel = functools.partial(client.cancel_call, call_id)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 import trio
 import zmq
@@ -189,3 +190,27 @@ async def test_a_lost_connection_ends_started_calls_peer_lost(tmp_path: Path) ->
                     assert not client.ready
     finally:
         sock.close(linger=0)
+
+
+async def test_an_encoded_result_is_handed_over_as_the_servers_bytes(
+    nursery: trio.Nursery, ipc: str
+) -> None:
+    """With encoded_result, on_done gets the result value as the msgpack bytes the server
+    sent (not decoded), while errors still arrive typed."""
+    with trio.fail_after(10):
+        server, _, bound = await start(nursery, ipc)
+        async with open_client(bound) as client:
+            ok, missing = Done(), Done()
+            value = {"k": [1, b"\x00", "é"], "n": None}
+            client.start_call("t/echo", {"value": value}, encoded_result=True, on_done=ok)
+            client.start_call("t/nope", {}, encoded_result=True, on_done=missing)
+            await ok.event.wait()
+            await missing.event.wait()
+            [(encoded, error)] = ok.calls
+            assert error is None and isinstance(encoded, bytes)
+            assert msgpack.unpackb(encoded, raw=False) == value
+            [(nothing, failure)] = missing.calls
+            assert nothing is None and isinstance(failure, UnknownEndpointError)
+            # Calls without the flag on the same connection still get decoded values.
+            assert await client.call("t/echo", {"value": value}) == value
+        await server.aclose()

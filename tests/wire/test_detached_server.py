@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 import trio
 
@@ -60,6 +61,25 @@ async def test_detached_call_ends_from_another_task_without_a_handler_task(
             stats = server.statistics()
             assert stats.calls["running"] == 0 and stats.cancelled_total == 0
             assert client.statistics().pending_calls == 0
+        await server.aclose()
+
+
+async def test_an_encoded_value_reaches_the_caller_decoded(nursery: trio.Nursery, ipc: str) -> None:
+    """succeed_encoded answers with msgpack bytes passed on as they are: the caller reads the
+    value they encode."""
+    with trio.fail_after(10):
+        server, relay, bound = await start(nursery, ipc)
+        async with open_client(bound) as client:
+            results: list[Any] = []
+
+            async def caller() -> None:
+                results.append(await client.call("d/hold"))
+
+            async with trio.open_nursery() as calls:
+                calls.start_soon(caller)
+                await relay.begun.wait()
+                relay.calls[0].succeed_encoded(msgpack.packb({"answer": [42, "x"]}))
+            assert results == [{"answer": [42, "x"]}]
         await server.aclose()
 
 

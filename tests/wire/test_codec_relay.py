@@ -1,0 +1,79 @@
+"""Passing a result on without decoding its value: ``split_result`` and
+``encode_encoded_result`` (wire/_codec.py), which the cluster supervisor's relay uses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from wire._codec import MAX_CALL_ID, decode, encode_encoded_result, encode_result, split_result
+from wire._messages import Result
+
+values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats(allow_nan=False)
+    | st.text()
+    | st.binary(),
+    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+    max_leaves=20,
+)
+
+
+@given(call_id=st.integers(min_value=0, max_value=MAX_CALL_ID), value=values)
+def test_a_result_splits_into_its_id_and_encoded_value_and_joins_back(
+    call_id: int, value: Any
+) -> None:
+    """Any result frame splits into its id and the exact bytes of its value, and joining them
+    gives the frame back byte for byte."""
+    frame = encode_result(call_id, value)
+    split = split_result(frame)
+    assert split is not None
+    assert split[0] == call_id
+    assert msgpack.unpackb(split[1], raw=False, strict_map_key=True) == value
+    assert encode_encoded_result(*split) == frame
+    assert decode(encode_encoded_result(*split), max_frame_bytes=len(frame)) == Result(
+        id=call_id, value=value
+    )
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        msgpack.packb({"type": "error", "id": 3, "code": "internal", "message": "x"}),
+        msgpack.packb({"type": "ping"}),
+        msgpack.packb({"type": "result", "id": -1, "value": 1}),
+        msgpack.packb({"type": "result", "id": "3", "value": 1}),
+        msgpack.packb({"type": "result", "value": 1}),
+        msgpack.packb({"type": "result", "id": 3, "value": 1}) + b"\x00",
+        msgpack.packb([1, 2, 3]),
+        b"\xc1garbage",
+        b"",
+    ],
+    ids=[
+        "error",
+        "ping",
+        "negative-id",
+        "string-id",
+        "no-id",
+        "trailing-bytes",
+        "not-a-map",
+        "garbage",
+        "empty",
+    ],
+)
+def test_anything_but_a_well_formed_result_is_left_to_decode(frame: bytes) -> None:
+    """Frames that are not well-formed results are not split (decode reads or rejects them)."""
+    assert split_result(frame) is None
+
+
+def test_a_result_without_a_value_splits_to_nil_and_extra_keys_are_skipped() -> None:
+    """A result with no value carries nil, as decode reads it, and unknown keys are ignored."""
+    assert split_result(msgpack.packb({"type": "result", "id": 4})) == (4, msgpack.packb(None))
+    frame = msgpack.packb({"later": [1, {"a": 2}], "type": "result", "value": "v", "id": 5})
+    assert split_result(frame) == (5, msgpack.packb("v"))
