@@ -50,7 +50,7 @@ from wire import (
 from wire._errors import MovedError
 from wire._proxy import specs_from_describe
 
-__all__ = ["ROUTING_KEYS", "call_owner", "forwarding_registry", "owner_error", "routing_key"]
+__all__ = ["ROUTING_KEYS", "call_owner", "forwarding_registry", "routing_key"]
 
 #: Arguments that name the agent a call is about, in order of preference. ``sessionId``
 #: routes ``sessions/create`` to the shard the new session will live in.
@@ -127,7 +127,7 @@ async def call_owner(
                 try:
                     value = await client.call(endpoint, args, result=result)
                 except (MovedError, CallCancelledError) as exc:
-                    answer = owner_error(exc, claim, endpoint, agent_id)
+                    answer = _owner_error(exc, claim, endpoint, agent_id)
                     if answer is exc:
                         raise
                     if answer is not None:
@@ -147,7 +147,7 @@ async def call_owner(
         await wait_change(min(remaining, 0.05 if claim is not None else 0.5))
 
 
-def owner_error(error: WireError, claim: Claim, endpoint: str, agent_id: str) -> WireError | None:
+def _owner_error(error: WireError, claim: Claim, endpoint: str, agent_id: str) -> WireError | None:
     """What the caller gets for the owner's ``error``; ``None`` when it proves the call did not
     run, so the next owner may be tried."""
     if isinstance(error, MovedError):
@@ -182,7 +182,7 @@ def _relay(
         if error is None:
             call.succeed_encoded(value)  # the owner's result, passed on as it was encoded
             return
-        answer = owner_error(error, claim, endpoint, agent_id)
+        answer = _owner_error(error, claim, endpoint, agent_id)
         if answer is None:
             call.resume(retry)
         else:
