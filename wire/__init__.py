@@ -1,6 +1,6 @@
 """wire: protocol v1 of agent-actors over ZeroMQ, and its trio client and server.
 
-Layout: the sans-IO core (``_messages``, ``_codec``, ``_errors``, ``_state``,
+Layout: the sans-IO core (``_messages``, ``_codec``, ``_codec_relay``, ``_errors``, ``_state``,
 ``_server_protocol``, ``_client_protocol``, ``_shapes``, ``_endpoints``, ``_detached``,
 ``_call_context``, ``_server_system``) never imports trio or zmq and never reads a clock;
 ``_pump``, ``_server``, ``_client`` and ``_proxy`` are the thin trio transport. This module

@@ -13,7 +13,8 @@ from typing import Any
 
 import attrs
 
-from wire._codec import decode, encode, encode_call, split_result
+from wire._codec import decode, encode, encode_call
+from wire._codec_relay import split_result
 from wire._errors import (
     ArgumentsInvalidError,
     CancelReason,

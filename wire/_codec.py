@@ -32,15 +32,7 @@ from wire._messages import (
 )
 from wire._shapes import unstructure_default
 
-__all__ = [
-    "MAX_CALL_ID",
-    "decode",
-    "encode",
-    "encode_call",
-    "encode_encoded_result",
-    "encode_result",
-    "split_result",
-]
+__all__ = ["MAX_CALL_ID", "decode", "encode", "encode_call", "encode_result", "pack"]
 
 #: Call ids stay exact in a JavaScript number (2**53 - 1), so a TypeScript client can use them.
 MAX_CALL_ID = 2**53 - 1
@@ -78,48 +70,6 @@ def encode_result(call_id: int, value: Any) -> bytes:
     return _pack(_result_map(call_id, value), Result.KIND)
 
 
-def encode_encoded_result(call_id: int, encoded_value: bytes) -> bytes:
-    """``encode(Result(call_id, value))`` for a value that is already msgpack (a relay passing
-    an owner's result on): the same bytes, without decoding and re-encoding the value."""
-    encoded_id: bytes = _PACKERS.packer.pack(call_id)
-    return _RESULT_HEAD + encoded_id + _VALUE_KEY + encoded_value
-
-
-def split_result(frame: bytes) -> tuple[int, bytes] | None:
-    """The call id and the still-encoded value of a well-formed result frame; ``None`` for any
-    other frame, which :func:`decode` then reads (and rejects, if it is bad).
-
-    A relay uses it to pass a result on without building its value: only the keys and the id
-    are decoded, the value is skipped over. Its shape is the final receiver's to check.
-    """
-    unpacker = msgpack.Unpacker(raw=False, strict_map_key=True)
-    unpacker.feed(frame)
-    kind = call_id = start = end = None
-    try:
-        for _ in range(unpacker.read_map_header()):
-            key = unpacker.unpack()
-            if key == "value":
-                start = unpacker.tell()
-                unpacker.skip()
-                end = unpacker.tell()
-            elif key == "type" or key == "id":
-                value = unpacker.unpack()
-                if key == "type":
-                    kind = value
-                else:
-                    call_id = value
-            else:
-                unpacker.skip()
-        complete = unpacker.tell() == len(frame)
-    except Exception:  # msgpack raises several unrelated types for garbage input
-        return None
-    if not complete or kind != "result" or type(call_id) is not int:
-        return None
-    if not 0 <= call_id <= MAX_CALL_ID:
-        return None
-    return call_id, (_NIL if start is None else frame[start:end])
-
-
 def encode_call(
     call_id: int,
     endpoint: str,
@@ -135,6 +85,12 @@ def encode_call(
     return _pack(_call_map(call_id, endpoint, args, deadline_ms, supersede), Call.KIND)
 
 
+def pack(value: Any) -> bytes:
+    """``value`` in msgpack, with the codec's reusable packer and its rules."""
+    frame: bytes = _PACKERS.packer.pack(value)
+    return frame
+
+
 def _pack(fields: dict[str, Any], kind: str) -> bytes:
     try:
         frame: bytes = _PACKERS.packer.pack(fields)
@@ -145,12 +101,6 @@ def _pack(fields: dict[str, Any], kind: str) -> bytes:
 
 def _result_map(call_id: int, value: Any) -> dict[str, Any]:
     return {"type": "result", "id": call_id, "value": value}
-
-
-# A result frame up to its id, and the value's key: ``_result_map`` in msgpack, key by key.
-_RESULT_HEAD: bytes = b"\x83" + b"".join(map(msgpack.packb, ("type", "result", "id")))
-_VALUE_KEY: bytes = msgpack.packb("value")
-_NIL: bytes = msgpack.packb(None)
 
 
 def _call_map(

@@ -15,7 +15,8 @@ from typing import Any
 
 import attrs
 
-from wire._codec import decode, encode, encode_encoded_result, encode_result
+from wire._codec import decode, encode, encode_result
+from wire._codec_relay import encode_encoded_result
 from wire._errors import CancelReason, ErrorCode, LocalProtocolError, RemoteProtocolError
 from wire._limits import (
     DEFAULT_MAX_ARG_DEPTH,

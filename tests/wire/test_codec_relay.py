@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wire._codec import MAX_CALL_ID, decode, encode_encoded_result, encode_result, split_result
+from wire._codec import MAX_CALL_ID, decode, encode_result
+from wire._codec_relay import encode_encoded_result, split_result
 from wire._messages import Result
 
 values = st.recursive(

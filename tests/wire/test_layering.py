@@ -18,6 +18,7 @@ SANS_IO = [
     "_shapes.py",
     "_endpoints.py",
     "_detached.py",
+    "_codec_relay.py",
     "_call_context.py",
     "_server_system.py",
     "_limits.py",
