@@ -24,6 +24,7 @@ import trio
 
 from actors._agents import Agent
 from actors._file_references import FileCandidate, FileReferenceService
+from actors._fresh_read import FreshRead
 from actors._projection_cache import ProjectionCache
 from actors._remote import Remote, RemoteService
 from actors._session_ref import (
@@ -84,6 +85,8 @@ class SessionReferenceResolver(RemoteService, key="sessionReferenceResolver"):
         self._index: CandidateIndex | None = None
         self._index_revision: int | None = None
         self._rebuild = trio.Lock()
+        #: The cache's revision, one thread read at a time for every concurrent query.
+        self._revision = FreshRead(cache.revision)
 
     @Remote("candidates")
     async def remote_export_candidates(self, agent: Agent, query: str = "") -> list[dict[str, Any]]:
@@ -127,13 +130,15 @@ class SessionReferenceResolver(RemoteService, key="sessionReferenceResolver"):
     async def _current_index(self) -> CandidateIndex:
         """The candidate index, brought up to date when the cache's listing has changed.
 
-        The first call builds it in a worker thread. Later changes are found by a worker
+        The cache's revision is read in a worker thread, shared by the queries that arrive
+        while a read runs (``actors/_fresh_read.py``). The first call builds the index in a
+        worker thread. Later changes are found by a worker
         thread (the listing is read and compared with the index, which queries may read
         meanwhile) and applied here on the event loop, between queries: only the blocks of
         the changed sessions are rebuilt. A change touching a large part of the listing
         builds a new index in the thread instead.
         """
-        revision = await trio.to_thread.run_sync(self._cache.revision)
+        revision = await self._revision.get()
         if self._index is not None and self._index_revision == revision:
             return self._index
         async with self._rebuild:
