@@ -152,6 +152,7 @@ static void on_readable(Peer *peer, int sending, long *results, long *errors) {
     double received = now();
     size_t at = 0;
     while (peer->in_used - at >= 2) {
+        size_t frame_at = at;
         unsigned char flags = peer->in[at];
         size_t size, start;
         if (flags & 0x02) {
@@ -163,7 +164,9 @@ static void on_readable(Peer *peer, int sending, long *results, long *errors) {
             size = peer->in[at + 1];
             start = at + 2;
         }
-        if (start + size > READ_CHUNK) die("a reply larger than the read buffer");
+        /* A frame that starts late in the buffer fits once the memmove below brings it to the
+         * front; only one larger than the whole buffer cannot be read. */
+        if (start - frame_at + size > READ_CHUNK) die("a reply larger than the read buffer");
         if (peer->in_used - start < size) break;
         const unsigned char *body = peer->in + start;
         at = start + size;
