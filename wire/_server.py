@@ -309,12 +309,7 @@ class Server:
             reservation = endpoint.on_arrival(args)
         # Created (and registered as the call's handle) before the task starts: a cancel in the
         # same batch as the call finds it, and trio applies it when the task enters the scope.
-        scope = (
-            trio.CancelScope()
-            if record.deadline is None
-            else trio.CancelScope(deadline=record.deadline)
-        )
-        record.handle = scope
+        scope = record.handle = _scope_for(record)
         context = ServerCallContext(self._protocol, record, reservation)
         invoke = functools.partial(endpoint.handler, context, args)
         self._spawn(record, endpoint.spec, invoke, scope, admit=not endpoint.admits_itself)
@@ -391,12 +386,7 @@ class Server:
         """Move a detached call onto the task path: later cancels reach its scope."""
         self._expiring.discard(call)
         record = call.record
-        scope = (
-            trio.CancelScope()
-            if record.deadline is None
-            else trio.CancelScope(deadline=record.deadline)
-        )
-        record.handle = scope
+        scope = record.handle = _scope_for(record)
         if self._nursery is None:
             self._finish(record, Interrupted.CANCELLED)
             return
@@ -456,3 +446,10 @@ class Server:
         to enforces it too; this covers one that never answers)."""
         for call in [c for c in self._expiring if (c.deadline or now) <= now]:
             call.expire()
+
+
+def _scope_for(record: CallRecord) -> trio.CancelScope:
+    """The cancel scope a call's handler task runs in: it ends at the call's deadline."""
+    if record.deadline is None:
+        return trio.CancelScope()
+    return trio.CancelScope(deadline=record.deadline)

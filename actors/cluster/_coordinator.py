@@ -28,6 +28,7 @@ they map one to one onto etcd v3:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncGenerator
 from typing import Protocol
 
@@ -135,10 +136,14 @@ class ClusterView:
 
     def owner(self, shard: int) -> Claim | None:
         """The claim on ``shard``, or None when it is free."""
-        for claim in self.claims:
-            if claim.shard == shard:
-                return claim
-        return None
+        return self._claims_by_shard.get(shard)
+
+    @functools.cached_property
+    def _claims_by_shard(self) -> dict[int, Claim]:
+        # Built once per view (a view is never changed): the supervisor's relay and the
+        # workers' gate look an owner up per call. Not a field, so not on the wire; the first
+        # claim of a shard wins, as a scan of ``claims`` would find it.
+        return {claim.shard: claim for claim in reversed(self.claims)}
 
     def owners(self) -> list[Claim | None]:
         """The claim of every shard, indexed by shard."""

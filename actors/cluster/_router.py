@@ -230,23 +230,13 @@ def forwarding_registry(
 
         return forward
 
-    #: The owners table of the last view read: a view is replaced, never changed, and the
-    #: relay looks an owner up per call (``ClusterView.owner`` scans the claims).
-    table: tuple[ClusterView | None, list[Claim | None]] = (None, [])
-
-    def owner_in(current: ClusterView, agent_id: str) -> Claim | None:
-        nonlocal table
-        if table[0] is not current:
-            table = (current, current.owners())
-        return table[1][shard_of(agent_id, current.shard_count)]
-
     def relayer(name: str) -> Callable[[CallContext, dict[str, Any]], Any]:
         def relay(context: CallContext, args: dict[str, Any]) -> Any:
             agent_id = routing_key(args)
             current = view()
             if agent_id is None or current is None or not current.shard_count:
                 return DEFERRED
-            claim = owner_in(current, agent_id)
+            claim = current.owner(shard_of(agent_id, current.shard_count))
             client = pool.ready(claim.endpoint) if claim is not None else None
             if claim is None or client is None:
                 return DEFERRED  # no owner yet, or not connected: call_owner waits for both
