@@ -4,17 +4,55 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import attrs
+import msgpack
 import trio
+import zmq
 
 from actors._demo import start_server_process
 
 SHARDS = 16
+
+
+def raw_terminal_frames(
+    address: str, calls: list[dict[str, Any]], *, timeout: float, settle: float | None = None
+) -> dict[int, list[dict[str, Any]]]:
+    """A raw DEALER (run it in a thread): hello, then ``calls``; every terminal frame by call
+    id, read until the server's bye, ``timeout`` seconds, or (with ``settle``) ``settle``
+    seconds after every call has one (a second one would come by then). Pings are answered.
+    """
+    context = zmq.Context()
+    socket = context.socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.connect(address)
+    try:
+        socket.send(msgpack.packb({"type": "hello", "versions": [1], "name": "raw"}))
+        for call in calls:
+            socket.send(msgpack.packb({"type": "call", **call}))
+        terminal: dict[int, list[dict[str, Any]]] = {}
+        until = time.monotonic() + timeout
+        while time.monotonic() < until:
+            if not socket.poll(100):
+                continue
+            frame = msgpack.unpackb(socket.recv())
+            if frame["type"] == "ping":
+                socket.send(msgpack.packb({"type": "pong"}))
+            elif frame["type"] in ("result", "error") and frame.get("id") is not None:
+                terminal.setdefault(frame["id"], []).append(frame)
+                if settle is not None and len(terminal) == len(calls):
+                    until = min(until, time.monotonic() + settle)
+            elif frame["type"] == "bye":
+                break
+        return terminal
+    finally:
+        socket.close()
+        context.term()
 
 
 def user_message(text: str) -> dict[str, Any]:

@@ -3,15 +3,13 @@ deadlines still cross the hop (``actors/cluster/_router.py``, ``wire/_detached.p
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
-from typing import Any
 
-import msgpack
 import trio
-import zmq
 
-from tests.cluster._cluster import running_cluster
+from tests.cluster._cluster import raw_terminal_frames, running_cluster
 from wire import Client, open_client
 
 CALLS = 8
@@ -84,35 +82,6 @@ async def test_relayed_calls_take_no_task_and_a_cancel_reaches_the_worker(
         assert await cluster.stop() == 0
 
 
-def _raw_call_with_deadline(address: str, agent: str, deadline_ms: int) -> list[dict[str, Any]]:
-    """A raw DEALER: hello, one long sleep with a deadline; the terminal frames for it, read
-    until 0.5 s after the first (or 5 s without one) (run in a thread)."""
-    context = zmq.Context()
-    socket = context.socket(zmq.DEALER)
-    socket.setsockopt(zmq.LINGER, 0)
-    socket.connect(address)
-    try:
-        socket.send(msgpack.packb({"type": "hello", "versions": [1], "name": "raw"}))
-        args = {"agentId": agent, "seconds": 30, "label": "relay-deadline"}
-        call = {"type": "call", "id": 1, "endpoint": "diagnostics/sleep", "args": args}
-        socket.send(msgpack.packb({**call, "deadlineMs": deadline_ms}))
-        terminal: list[dict[str, Any]] = []
-        until = time.monotonic() + 5
-        while time.monotonic() < until:
-            if not socket.poll(100):
-                continue
-            frame = msgpack.unpackb(socket.recv())
-            if frame["type"] == "ping":
-                socket.send(msgpack.packb({"type": "pong"}))
-            elif frame["type"] in ("result", "error") and frame.get("id") == 1:
-                terminal.append(frame)
-                until = min(until, time.monotonic() + 0.5)  # a second one would come soon
-        return terminal
-    finally:
-        socket.close()
-        context.term()
-
-
 async def test_a_relayed_call_ends_at_its_deadline_on_the_worker(tmp_path: Path) -> None:
     """A call with a deadline, relayed by the supervisor, gets exactly one deadline-exceeded
     answer, and its handler on the owning worker ends cancelled."""
@@ -122,10 +91,13 @@ async def test_a_relayed_call_ends_at_its_deadline_on_the_worker(tmp_path: Path)
                 workers = (await client.call("system/describe"))["cluster"]["workers"]
                 agent = (await client.call("agents/create", {"cwd": str(tmp_path)}))["agentId"]
             started = time.monotonic()
-            frames = await trio.to_thread.run_sync(
-                _raw_call_with_deadline, cluster.address, agent, 300
+            args = {"agentId": agent, "seconds": 30, "label": "relay-deadline"}
+            call = {"id": 1, "endpoint": "diagnostics/sleep", "args": args, "deadlineMs": 300}
+            read = functools.partial(
+                raw_terminal_frames, cluster.address, [call], timeout=5, settle=0.5
             )
-            assert [f["code"] for f in frames] == ["deadline-exceeded"]
+            frames = await trio.to_thread.run_sync(read)
+            assert [f["code"] for f in frames.get(1, [])] == ["deadline-exceeded"]
             assert time.monotonic() - started < 4
             ended = await _wait_for_endings(workers, {"relay-deadline"})
             assert ended == {"relay-deadline": "cancelled"}

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import time
+import functools
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import pytest
 import trio
-import zmq
 
 from actors.cluster import rendezvous_owner, shard_of
 from actors.cluster._direct import open_cluster_client
-from tests.cluster._cluster import SHARDS, running_cluster, user_message
+from tests.cluster._cluster import SHARDS, raw_terminal_frames, running_cluster, user_message
 from wire import CallCancelledError, UnavailableError, open_client
 from wire._errors import MovedError
 
@@ -77,37 +75,6 @@ async def test_every_shard_owned_once_and_calls_reach_owners(tmp_path: Path) -> 
         assert await cluster.stop() == 0
 
 
-def _raw_terminal_frames(address: str, agent: str, calls: int) -> Any:
-    """A raw DEALER: hello, ``calls`` long sleeps, then read every frame until the server's
-    bye; return the terminal frames by call id (run in a thread)."""
-    context = zmq.Context()
-    socket = context.socket(zmq.DEALER)
-    socket.setsockopt(zmq.LINGER, 0)
-    socket.connect(address)
-    try:
-        socket.send(msgpack.packb({"type": "hello", "versions": [1], "name": "raw"}))
-        for i in range(1, calls + 1):
-            args = {"agentId": agent, "seconds": 30, "label": f"raw{i}"}
-            call = {"type": "call", "id": i, "endpoint": "diagnostics/sleep", "args": args}
-            socket.send(msgpack.packb(call))
-        terminal: dict[int, list[dict[str, Any]]] = {}
-        deadline = time.monotonic() + 40
-        while time.monotonic() < deadline:
-            if not socket.poll(100):
-                continue
-            frame = msgpack.unpackb(socket.recv())
-            if frame["type"] == "ping":
-                socket.send(msgpack.packb({"type": "pong"}))
-            elif frame["type"] in ("result", "error") and frame.get("id") is not None:
-                terminal.setdefault(frame["id"], []).append(frame)
-            elif frame["type"] == "bye":
-                return terminal
-        return terminal
-    finally:
-        socket.close()
-        context.term()
-
-
 async def test_sigterm_drains_every_call_with_one_terminal_error(tmp_path: Path) -> None:
     """SIGTERM on the supervisor ends each call in flight with exactly one typed outcome
     (cancelled with reason shutdown, or unavailable) and the supervisor exits 0."""
@@ -134,11 +101,18 @@ async def test_sigterm_drains_every_call_with_one_terminal_error(tmp_path: Path)
                 raw: dict[int, list[dict[str, Any]]] = {}
 
                 async def raw_client() -> None:
-                    raw.update(
-                        await trio.to_thread.run_sync(
-                            _raw_terminal_frames, cluster.address, agents[0], 12
-                        )
+                    calls = [
+                        {
+                            "id": i,
+                            "endpoint": "diagnostics/sleep",
+                            "args": {"agentId": agents[0], "seconds": 30, "label": f"raw{i}"},
+                        }
+                        for i in range(1, 13)
+                    ]
+                    read = functools.partial(
+                        raw_terminal_frames, cluster.address, calls, timeout=40
                     )
+                    raw.update(await trio.to_thread.run_sync(read))
 
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(raw_client)
