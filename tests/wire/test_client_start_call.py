@@ -24,19 +24,6 @@ from wire._errors import DeadlineExceededError
 from wire._messages import Welcome
 
 
-@pytest.fixture(params=["inproc", "ipc"])
-def address(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return {
-        "inproc": f"inproc://test-detached-{id(tmp_path)}",
-        "ipc": f"ipc://{tmp_path}/s.sock",
-    }[request.param]
-
-
-@pytest.fixture
-def ipc(tmp_path: Path) -> str:
-    return f"ipc://{tmp_path}/s.sock"
-
-
 class Done:
     """Records every on_done call; ``event`` is set by the first."""
 
@@ -50,12 +37,12 @@ class Done:
 
 
 async def test_start_call_reports_values_and_typed_errors(
-    nursery: trio.Nursery, address: str
+    nursery: trio.Nursery, inproc_or_ipc: str
 ) -> None:
     """on_done gets (value, None) for a result and (None, typed error) for an error frame,
     each exactly once."""
     with trio.fail_after(10):
-        server, relay, bound = await start(nursery, address)
+        server, relay, bound = await start(nursery, inproc_or_ipc)
         async with open_client(bound) as client:
             assert client.ready
             ok, missing = Done(), Done()

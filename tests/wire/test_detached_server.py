@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -21,26 +20,13 @@ from wire import (
 from wire._errors import ErrorCode
 
 
-@pytest.fixture(params=["inproc", "ipc"])
-def address(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return {
-        "inproc": f"inproc://test-detached-{id(tmp_path)}",
-        "ipc": f"ipc://{tmp_path}/s.sock",
-    }[request.param]
-
-
-@pytest.fixture
-def ipc(tmp_path: Path) -> str:
-    return f"ipc://{tmp_path}/s.sock"
-
-
 async def test_detached_call_ends_from_another_task_without_a_handler_task(
-    nursery: trio.Nursery, address: str
+    nursery: trio.Nursery, inproc_or_ipc: str
 ) -> None:
     """A detached call spends no handler task while in flight and returns the value given to
     succeed by another task."""
     with trio.fail_after(10):
-        server, relay, bound = await start(nursery, address)
+        server, relay, bound = await start(nursery, inproc_or_ipc)
         async with open_client(bound) as client:
             results: list[Any] = []
 
@@ -123,12 +109,12 @@ async def test_begin_may_answer_at_once(nursery: trio.Nursery, ipc: str) -> None
 
 
 async def test_caller_cancel_reaches_on_cancel_and_a_late_answer_is_dropped(
-    nursery: trio.Nursery, address: str
+    nursery: trio.Nursery, inproc_or_ipc: str
 ) -> None:
     """A caller's cancel scope ends its call, the holder's on_cancel hears CALLER, the server
     counts a cancel, and a late succeed changes nothing."""
     with trio.fail_after(10):
-        server, relay, bound = await start(nursery, address)
+        server, relay, bound = await start(nursery, inproc_or_ipc)
         async with open_client(bound) as client:
             # An explicit cancel, not move_on_after: a caller's deadline travels with the call,
             # and a cancel once it passed is passed on as DEADLINE.
