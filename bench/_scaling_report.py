@@ -221,9 +221,12 @@ def plot(report: dict[str, Any], path: Path) -> None:
         right.plot(workers, [h["throughput"] for h in hops], "-o", label=f"{kind} throughput")
         right.plot(workers, [h["busyCpuPerCall"] for h in hops], "--s", label=f"{kind} CPU/call")
     left.set(xlabel="workers", ylabel="calls/s (median)", title="Throughput", xticks=workers)
+    # Log scale: echo (tens of µs) and candidates (hundreds) share the panel, and a flat line
+    # (the target) reads as flat for both.
+    middle.set_yscale("log")
     middle.set(
         xlabel="workers",
-        ylabel="server CPU µs per call, idle subtracted (median)",
+        ylabel="server CPU µs per call, idle subtracted (median, log scale)",
         title="Server CPU per call",
         xticks=workers,
     )
@@ -231,9 +234,18 @@ def plot(report: dict[str, Any], path: Path) -> None:
     right.set(
         xlabel="workers", ylabel="hop ÷ direct", title="Cost of the extra hop", xticks=workers
     )
-    for axis in (left, middle, right):
+    # Headroom above the highest ratio for the legend, which otherwise covers the lines.
+    highest = max(
+        max(ratio["throughput"], ratio["busyCpuPerCall"])
+        for key, ratio in report["ratios"].items()
+        if "/hopVsDirect/" in key
+    )
+    right.set_ylim(0, 1.5 * highest)
+    for axis in (left, middle):
         axis.grid(alpha=0.3)
         axis.legend()
+    right.grid(alpha=0.3)
+    right.legend(loc="upper left", ncol=2)
     settings = report["settings"]
     figure.suptitle(
         f"agent-actors scale-out ({os.cpu_count()} cores, {settings['generator']} load "
