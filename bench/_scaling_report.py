@@ -210,6 +210,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     FigureCanvasAgg(figure)
     left, middle, right = figure.subplots(1, 3)
     workers = report["settings"]["workers"]
+    hop_ratios: list[float] = []
     for kind in ENDPOINTS:
         for mode in MODES:
             rows = [report["medians"][f"{kind}/{mode}/{w}"] for w in workers]
@@ -218,8 +219,11 @@ def plot(report: dict[str, Any], path: Path) -> None:
             left.plot(workers, [r["callsPerSecond"] for r in rows], style, label=label)
             middle.plot(workers, [r["serverBusyCpuUsPerCall"] for r in rows], style, label=label)
         hops = [report["ratios"][f"{kind}/hopVsDirect/{w}"] for w in workers]
-        right.plot(workers, [h["throughput"] for h in hops], "-o", label=f"{kind} throughput")
-        right.plot(workers, [h["busyCpuPerCall"] for h in hops], "--s", label=f"{kind} CPU/call")
+        throughput = [h["throughput"] for h in hops]
+        cpu = [h["busyCpuPerCall"] for h in hops]
+        right.plot(workers, throughput, "-o", label=f"{kind} throughput")
+        right.plot(workers, cpu, "--s", label=f"{kind} CPU/call")
+        hop_ratios += [r for r in throughput + cpu if r is not None]
     left.set(xlabel="workers", ylabel="calls/s (median)", title="Throughput", xticks=workers)
     # Log scale: echo (tens of µs) and candidates (hundreds) share the panel, and a flat line
     # (the target) reads as flat for both.
@@ -235,12 +239,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
         xlabel="workers", ylabel="hop ÷ direct", title="Cost of the extra hop", xticks=workers
     )
     # Headroom above the highest ratio for the legend, which otherwise covers the lines.
-    highest = max(
-        max(ratio["throughput"], ratio["busyCpuPerCall"])
-        for key, ratio in report["ratios"].items()
-        if "/hopVsDirect/" in key
-    )
-    right.set_ylim(0, 1.5 * highest)
+    right.set_ylim(0, 1.5 * max(hop_ratios, default=1.0))
     for axis in (left, middle):
         axis.grid(alpha=0.3)
         axis.legend()
