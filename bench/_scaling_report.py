@@ -240,10 +240,10 @@ def plot(report: dict[str, Any], path: Path) -> None:
     )
     # Headroom above the highest ratio for the legend, which otherwise covers the lines.
     right.set_ylim(0, 1.5 * max(hop_ratios, default=1.0))
-    for axis in (left, middle):
+    for axis in (left, middle, right):
         axis.grid(alpha=0.3)
-        axis.legend()
-    right.grid(alpha=0.3)
+    left.legend()
+    middle.legend()
     right.legend(loc="upper left", ncol=2)
     settings = report["settings"]
     figure.suptitle(
