@@ -1,8 +1,15 @@
-"""actors: agent actors, their ``@Remote`` services and the session domain.
+"""actors: agent actors, their ``@Remote`` services, and the domains they serve.
 
-Layout: the runtime (``_remote`` declarations, ``_system`` activation, ``_mailbox``
-admission, ``_agents``), the built-in services, the command line (``_cli``), and the domain
-modules (session logs, file and session references) as plain functions over attrs classes.
+This package is the actor runtime: ``_remote`` (``@Remote`` declarations), ``_system``
+(activation and passivation), ``_mailbox`` (reader/writer admission), ``_agents``,
+``_authorization``, ``_config``, the built-in services (``_builtin_services``,
+``_session_service``, ``_store_services``, ``_reference_services``) and ``_serve`` (the
+composition that ``serve`` and the cluster workers run).
+
+The domains are subpackages of plain functions over attrs classes that never import the runtime:
+`actors.session_log` (DSH session logs), `actors.store` (the session store and its caches),
+`actors.session_references` and `actors.file_references`. `actors.cli` is the command line and
+`actors.cluster` the scale-out.
 """
 
 from actors._agents import Agent as Agent

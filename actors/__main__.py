@@ -2,6 +2,6 @@
 
 import sys
 
-from actors._cli import main
+from actors.cli import main
 
 sys.exit(main())

@@ -22,11 +22,11 @@ from typing import Any
 
 import attrs
 
-from actors._file_references import FileReferencesConfig, FileReferencesConfigError
-from actors._log_writer import DEFAULT_BATCH_DELAY
 from actors._query_limits import DEFAULT_MAX_QUERY_LENGTH
-from actors._session_ref import SessionReferenceConfig, SessionReferenceError
-from actors._store_options import Durability
+from actors.file_references import FileReferencesConfig, FileReferencesConfigError
+from actors.session_log import DEFAULT_BATCH_DELAY
+from actors.session_references import SessionReferenceConfig, SessionReferenceError
+from actors.store import Durability
 from wire import ServerLimits
 
 __all__ = ["ClusterConfig", "Config", "ConfigError", "load_config"]

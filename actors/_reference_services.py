@@ -23,11 +23,10 @@ from typing import Any
 import trio
 
 from actors._agents import Agent
-from actors._file_references import FileCandidate, FileReferenceService
 from actors._fresh_read import FreshRead
-from actors._projection_cache import ProjectionCache
 from actors._remote import Remote, RemoteService
-from actors._session_ref import (
+from actors.file_references import FileCandidate, FileReferenceService
+from actors.session_references import (
     CandidateIndex,
     SessionReferenceConfig,
     SessionReferenceError,
@@ -36,6 +35,7 @@ from actors._session_ref import (
     discard_spills,
     prepare,
 )
+from actors.store import ProjectionCache
 
 __all__ = ["SessionFileReferences", "SessionReferenceResolver"]
 

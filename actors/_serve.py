@@ -22,12 +22,12 @@ import trio
 
 from actors._builtin_services import Agents, Diagnostics
 from actors._config import Config
-from actors._file_references import FileReferenceService
 from actors._query_limits import limit_queries
 from actors._reference_services import SessionFileReferences, SessionReferenceResolver
-from actors._session_ref import LocalSpillStore, SourceSnapshot
 from actors._store_services import SessionServices, build_session_services
 from actors._system import ActorSystem
+from actors.file_references import FileReferenceService
+from actors.session_references import LocalSpillStore, SourceSnapshot
 from wire import CallContext, Server, SessionNotFoundError
 from wire._security import ServerSecurity
 
@@ -93,7 +93,7 @@ async def open_runtime(
       session (its shard claim's epoch), or None when not clustered. A writer opening a log
       under an epoch first appends an epoch-open record, and every record it writes carries
       the epoch; readers drop lower-epoch records that follow a higher epoch-open
-      (`actors._log_epochs`).
+      (`actors.session_log._epochs`).
     - ``ack_guard(session_id)`` is called after an append is durable (per the durability
       mode) and before it is acknowledged; if it raises (e.g. ``UnavailableError`` past the
       lease deadline), the append call fails with that error instead of returning seqs.

@@ -8,7 +8,7 @@ Endpoints (wire names; every map key is camelCase):
 - ``sessions/append(agentId, events: [{type, data, surfaceOp?, sourceEventSeqs?,
   ignorable?}]) -> {seqs, persisted}``: append a batch, all or nothing; the actor assigns
   ``seq`` and ``time``. ``persisted`` is ``fsync``, ``written`` or ``pending`` (see
-  `actors._store_state`). State-changing.
+  `actors.store._state`). State-changing.
 - ``sessions/snapshot(agentId) -> {session, capturedThroughSeq, events}``: the surface
   (upstream's ``readSurface``): the header record, the seq of the last event (``nil`` for a log
   without events) and the current surface events in surface order.
@@ -38,12 +38,18 @@ import attrs
 import trio
 
 from actors._agents import Agent
-from actors._log_header import SessionHeader
-from actors._projection_cache import ListCursor, RecordedModelRoute, SessionListing
 from actors._remote import Remote, RemoteService
-from actors._store import SessionStore
-from actors._store_events import AppendRejectedError, EventInput, title_event
-from actors._store_state import SessionState
+from actors.session_log import SessionHeader
+from actors.store import (
+    AppendRejectedError,
+    EventInput,
+    ListCursor,
+    RecordedModelRoute,
+    SessionListing,
+    SessionState,
+    SessionStore,
+    title_event,
+)
 from wire import ArgumentsInvalidError, InternalError
 
 __all__ = [

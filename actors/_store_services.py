@@ -16,13 +16,17 @@ from typing import Any
 import attrs
 import trio
 
-from actors._indexing import detect_compression
-from actors._log_writer import DEFAULT_BATCH_DELAY
-from actors._projection_cache import ProjectionCache
 from actors._remote import RemoteService
 from actors._session_service import Sessions
-from actors._store import SessionStore
-from actors._store_options import Durability, SessionRoot, StoreOptions
+from actors.session_log import DEFAULT_BATCH_DELAY
+from actors.store import (
+    Durability,
+    ProjectionCache,
+    SessionRoot,
+    SessionStore,
+    StoreOptions,
+    detect_compression,
+)
 
 __all__ = ["CACHE_NAME", "SESSIONS_DIR", "SessionServices", "build_session_services"]
 

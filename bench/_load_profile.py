@@ -59,12 +59,16 @@ class Recording:
             self._process.wait(timeout=10)
 
 
+#: Frames of this checkout's own files are shown relative to it.
+_CHECKOUT = f"{Path(__file__).resolve().parents[1]}/"
+
+
 def _short(frame: str) -> str:
     match = _FRAME.match(frame.strip())
     if not match:
         return frame.strip()
     file = match["file"]
-    for marker in ("site-packages/", "/work/main/", "lib/python3"):
+    for marker in ("site-packages/", _CHECKOUT, "lib/python3"):
         if marker in file:
             file = file.split(marker, 1)[1]
     return f"{match['function']} ({file})"

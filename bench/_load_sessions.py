@@ -12,6 +12,7 @@ workload, since a reference to them fails by design.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 from collections.abc import Sequence
@@ -20,16 +21,16 @@ from typing import Any
 
 import attrs
 
-from actors._indexing import index_sessions
-from actors._log_layout import log_path
-from actors._projection_cache import ProjectionCache
 from actors._store_services import CACHE_NAME
+from actors.session_log import log_path
+from actors.store import ProjectionCache, index_sessions
 from bench._common import BenchError
 
 __all__ = ["FIXTURES", "SourceSessions", "place_sessions", "size_summary"]
 
+_CHECKOUT = Path(__file__).resolve().parents[1]
 #: The real DSH session logs shipped beside the project (see ``../shared/fixtures/README.md``).
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "dsh-sessions"
+FIXTURES = _CHECKOUT.parent / "shared" / "fixtures" / "dsh-sessions"
 
 
 @attrs.frozen(kw_only=True)
@@ -49,7 +50,9 @@ class SourceSessions:
 
     def describe(self) -> dict[str, Any]:
         """What the report says about them."""
-        return {"origin": str(self.origin), "rejected": self.rejected, **size_summary(self.sizes)}
+        # Relative to the checkout: a report names no path of the machine it ran on.
+        origin = os.path.relpath(self.origin, _CHECKOUT)
+        return {"origin": origin, "rejected": self.rejected, **size_summary(self.sizes)}
 
 
 def size_summary(sizes: Sequence[int]) -> dict[str, Any]:

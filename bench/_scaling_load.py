@@ -28,10 +28,8 @@ own CPU time over the measured run, so its cost per call can be reported beside 
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import msgpack
@@ -46,10 +44,10 @@ __all__ = [
     "CallSlots",
     "agents_per_worker",
     "call_frames",
-    "generator_argv",
-    "generator_main",
+    "client_generate",
     "lane_windows",
     "peek",
+    "raw_generate",
     "resolve_routes",
     "routes_for",
     "slot_sequences",
@@ -72,43 +70,6 @@ _PONG = msgpack.packb({"type": "pong"})
 _DESCRIBE = msgpack.packb({"type": "call", "id": 0, "endpoint": "system/describe", "args": {}})
 #: Frames at least this long are peeked at rather than decoded (bytes).
 _PEEK_ABOVE = 512
-
-
-def generator_argv(
-    generator: str,
-    address: str,
-    mode: str,
-    kind: str,
-    agents_file: Path,
-    duration: float,
-    in_flight: int,
-    start_at: float,
-    spread: str = "workers",
-) -> list[str]:
-    """The arguments after ``python -m bench.scaling --generate``."""
-    numbers = [str(duration), str(in_flight), str(start_at)]
-    return [generator, address, mode, kind, str(agents_file), *numbers, spread]
-
-
-def generator_main(argv: list[str]) -> int:
-    """Run one generator (arguments from :func:`generator_argv`); print its report as JSON."""
-    generator, address, mode, kind, agents_file, duration, in_flight, start_at, spread = argv
-    agents = json.loads(Path(agents_file).read_text())
-    numbers = float(duration), int(in_flight), float(start_at)
-    if generator == "zmtp":
-        from bench._scaling_zmtp import zmtp_generate
-
-        report = zmtp_generate(address, mode, kind, agents, *numbers, spread)
-    elif generator == "raw":
-        report = _raw_generate(address, mode, kind, agents, *numbers, spread)
-    else:
-        # Start together: every generator sleeps until the same wall-clock instant.
-        time.sleep(max(0.0, float(start_at) - time.time()))
-        report = trio.run(
-            _client_generate, address, mode, kind, agents, float(duration), int(in_flight)
-        )
-    print(json.dumps(report), flush=True)
-    return 0
 
 
 # -- raw: pyzmq + msgpack, no trio -------------------------------------------------------------
@@ -236,7 +197,7 @@ def routes_for(mode: str, supervisor: Any, address: str, agents: list[str]) -> d
     return resolve_routes(described["value"]["cluster"], agents)
 
 
-def _raw_generate(
+def raw_generate(
     address: str,
     mode: str,
     kind: str,
@@ -380,7 +341,7 @@ class CallSlots(Generic[T]):
 # -- client: the product's Python client ------------------------------------------------------
 
 
-async def _client_generate(
+async def client_generate(
     address: str, mode: str, kind: str, agents: list[str], duration: float, in_flight: int
 ) -> dict[str, Any]:
     from actors.cluster._direct import open_cluster_client

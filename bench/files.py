@@ -46,8 +46,8 @@ from typing import Any
 import attrs
 import trio
 
-from actors._file_references import FileReferencesConfig, FileReferenceService
 from actors._serve import READY_LINE
+from actors.file_references import FileReferencesConfig, FileReferenceService
 from bench._common import (
     BenchError,
     Stopped,

@@ -53,15 +53,10 @@ from typing import Any
 import attrs
 import trio
 
-from actors._demo import start_server_process
-from actors._indexing import index_sessions
-from actors._log_header import SessionHeader
-from actors._log_json import dumps_line
-from actors._log_layout import log_path
-from actors._log_writer import SessionLogWriter
-from actors._projection_cache import CachedSession, ProjectionCache
-from actors._session_ref import CandidateIndex, SessionReferenceConfig
-from actors._store_events import record_event, title_event
+from actors.cli import start_server_process
+from actors.session_log import SessionHeader, SessionLogWriter, dumps_line, log_path
+from actors.session_references import CandidateIndex, SessionReferenceConfig
+from actors.store import CachedSession, ProjectionCache, index_sessions, record_event, title_event
 from bench._common import (
     Stopped,
     Target,
@@ -331,8 +326,10 @@ def peak():
 
 if mode == "ours":
     import trio
-    from actors._log_reader import load_session
-    from actors._session_ref import LocalSpillStore, SessionReferenceConfig, SourceSnapshot, prepare
+    from actors.session_log._reader import load_session
+    from actors.session_references import (
+        LocalSpillStore, SessionReferenceConfig, SourceSnapshot, prepare,
+    )
     by_id = {}
     for path in paths:
         with open(path, "rb") as file:

@@ -68,13 +68,12 @@ from bench._common import (
     target_rows,
     write_json,
 )
+from bench._scaling_generate import generator_argv, generator_main
 from bench._scaling_load import (
     ENDPOINTS,
     GENERATORS,
     SPREADS,
     STARTED,
-    generator_argv,
-    generator_main,
 )
 from bench._scaling_report import AGENTS, MODES, build_report, plot, summarize_sample
 from wire import IO_THREAD_POLICIES

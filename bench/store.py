@@ -43,16 +43,23 @@ from typing import Any
 import attrs
 import trio
 
-from actors._indexing import index_sessions
-from actors._log_header import SessionHeader
-from actors._log_json import dumps_line
-from actors._log_layout import log_path
-from actors._log_writer import SessionLogWriter
-from actors._log_zstd import compress_frame, scan_frames
-from actors._projection_cache import CachedSession, ListCursor, ProjectionCache
-from actors._store_events import EventInput
-from actors._store_options import Durability
 from actors._store_services import build_session_services
+from actors.session_log import (
+    SessionHeader,
+    SessionLogWriter,
+    compress_frame,
+    dumps_line,
+    log_path,
+    scan_frames,
+)
+from actors.store import (
+    CachedSession,
+    Durability,
+    EventInput,
+    ListCursor,
+    ProjectionCache,
+    index_sessions,
+)
 from bench._common import (
     Stopped,
     Target,
@@ -263,7 +270,7 @@ LOAD_CHILD = r"""
 import io, json, resource, sys, time
 mode, path = sys.argv[1], sys.argv[2]
 if mode == "ours":
-    from actors._log_reader import load_session
+    from actors.session_log._reader import load_session
 else:
     import zstandard
 

@@ -24,7 +24,7 @@ def dsh_fixtures() -> Path:
 @pytest.fixture
 async def server_process(tmp_path: Path) -> AsyncIterator[tuple[trio.Process, str]]:
     """A real ``agent-actors serve`` child process on a fresh ipc endpoint."""
-    from actors._demo import start_server_process
+    from actors.cli._demo import start_server_process
 
     process, addresses = await start_server_process(
         f"ipc://{tmp_path}/server.sock", tmp_path / "data"

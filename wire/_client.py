@@ -34,6 +34,7 @@ from wire._errors import (
     WireError,
 )
 from wire._messages import Welcome
+from wire._proxy import AgentProxy, ServiceProxy, specs_from_describe, specs_of
 from wire._pump import SocketPump
 from wire._security import ClientSecurity
 from wire._shapes import ShapeError, converter_for
@@ -225,8 +226,6 @@ class Client:
 
     def agent(self, agent_id: str) -> Any:
         """Proxy for one agent: ``client.agent(id).sessionReferenceResolver.candidates(q)``."""
-        from wire._proxy import AgentProxy
-
         return AgentProxy(self, agent_id)
 
     def remote(self, service: type) -> Any:
@@ -235,8 +234,6 @@ class Client:
         ``client.remote(SessionReferenceResolver).candidates(agent_id, query)``; results are
         checked against the class's annotations.
         """
-        from wire._proxy import ServiceProxy, specs_of
-
         for spec in specs_of(service):
             self._specs[spec.name] = spec
         return ServiceProxy(self, service)
@@ -261,8 +258,6 @@ class Client:
         if pending is not None:
             await pending.wait()
             return
-        from wire._proxy import specs_from_describe
-
         done = self._describing = trio.Event()
         try:
             described = await self.call("system/describe")

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from wire._errors import CancelReason, ErrorCode
+from wire._codes import CancelReason, ErrorCode
 
 __all__ = [
     "PROTOCOL_VERSION",

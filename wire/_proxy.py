@@ -9,15 +9,30 @@ agent id.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from wire._endpoints import EndpointSpec, Param
 from wire._errors import ArgumentsInvalidError, UnknownEndpointError
 
-if TYPE_CHECKING:
-    from wire._client import Client
+__all__ = ["AgentProxy", "ProxyTarget", "ServiceProxy", "specs_from_describe", "specs_of"]
 
-__all__ = ["AgentProxy", "ServiceProxy", "specs_from_describe", "specs_of"]
+
+class ProxyTarget(Protocol):
+    """What a proxy needs of its client (`wire.Client` is one); proxies never see the socket."""
+
+    async def call(
+        self,
+        endpoint: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        supersede: str | None = None,
+        result: Any = Any,
+    ) -> Any: ...
+
+    async def spec(self, endpoint: str) -> EndpointSpec | None: ...
+
+    def remote(self, service: type) -> Any: ...
 
 
 def specs_of(service: type) -> tuple[EndpointSpec, ...]:
@@ -79,7 +94,7 @@ class _Method:
     __slots__ = ("_agent_id", "_client", "_endpoint", "_spec")
 
     def __init__(
-        self, client: Client, endpoint: str, spec: EndpointSpec | None, agent_id: str | None
+        self, client: ProxyTarget, endpoint: str, spec: EndpointSpec | None, agent_id: str | None
     ) -> None:
         self._client = client
         self._endpoint = endpoint
@@ -99,7 +114,7 @@ class _Method:
 class ServiceProxy:
     """``client.remote(Service)``: one awaitable attribute per declared method."""
 
-    def __init__(self, client: Client, service: type, agent_id: str | None = None) -> None:
+    def __init__(self, client: ProxyTarget, service: type, agent_id: str | None = None) -> None:
         self._client = client
         self._methods = {spec.method: spec for spec in specs_of(service)}
         self._service = service
@@ -116,7 +131,7 @@ class ServiceProxy:
 
 
 class _Namespace:
-    def __init__(self, client: Client, namespace: str, agent_id: str) -> None:
+    def __init__(self, client: ProxyTarget, namespace: str, agent_id: str) -> None:
         self._client = client
         self._namespace = namespace
         self._agent_id = agent_id
@@ -131,7 +146,7 @@ class _Namespace:
 class AgentProxy:
     """``client.agent(agent_id)``: namespaces as attributes, the agent id filled in."""
 
-    def __init__(self, client: Client, agent_id: str) -> None:
+    def __init__(self, client: ProxyTarget, agent_id: str) -> None:
         self._client = client
         self.agent_id = agent_id
 

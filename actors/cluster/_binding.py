@@ -22,9 +22,6 @@ from collections.abc import Callable, Set
 
 import trio
 
-from actors._log_errors import LogReadError
-from actors._log_layout import decode_segment, iter_session_logs
-from actors._store import SessionStore
 from actors.cluster._coordinator import (
     BoundElsewhereError,
     Claim,
@@ -35,6 +32,8 @@ from actors.cluster._coordinator import (
 )
 from actors.cluster._gate import ShardGate
 from actors.cluster._shards import shard_of
+from actors.session_log import LogReadError, decode_segment, iter_session_logs
+from actors.store import SessionStore
 from wire import UnavailableError, WireError
 
 __all__ = ["ShardBinder", "held_shards_of"]

@@ -39,7 +39,6 @@ from typing import Any
 import trio
 
 from actors.cluster._coordinator import (
-    Binding,
     BoundElsewhereError,
     Claim,
     ClaimLostError,
@@ -65,6 +64,10 @@ from actors.cluster._etcd_http import (
     request_put,
     request_range,
 )
+from actors.cluster._etcd_keys import ClusterKeys, binding_of
+from actors.cluster._etcd_url import DEFAULT_CLUSTER as DEFAULT_CLUSTER
+from actors.cluster._etcd_url import parse_etcd_url as parse_etcd_url
+from actors.cluster._etcd_url import split_etcd_url as split_etcd_url
 
 __all__ = [
     "DEFAULT_CLUSTER",
@@ -84,28 +87,6 @@ _WATCH_RETRY = 0.1
 _WATCH_RETRY_MAX = 2.0
 
 
-#: Cluster name when an ``etcd://`` URL names none.
-DEFAULT_CLUSTER = "default"
-
-
-def split_etcd_url(url: str) -> tuple[list[str], str]:
-    """``etcd://h1:p1[,h2:p2…][/cluster]`` to the members' gateway base URLs and the cluster name.
-
-    ``http://host:port`` is accepted too. The cluster defaults to ``default``.
-
-    Raises:
-        ValueError: not an ``etcd://`` or ``http://`` URL, no host, or a bad cluster name.
-    """
-    for scheme in ("etcd://", "http://"):
-        if url.startswith(scheme):
-            hosts_part, _, cluster = url[len(scheme) :].partition("/")
-            cluster = cluster.strip("/") or DEFAULT_CLUSTER
-            hosts = [h for h in hosts_part.split(",") if h]
-            if hosts and "/" not in cluster:
-                return [f"http://{host}" for host in hosts], cluster
-    raise ValueError(f"not an etcd URL (want etcd://host:port[,host:port…][/cluster]): {url!r}")
-
-
 def compare_mod(key: bytes, revision: int) -> dict[str, Any]:
     """Compare: ``key``'s mod_revision equals ``revision`` (unchanged since it was read)."""
     return {"key": b64(key), "target": "MOD", "result": "EQUAL", "mod_revision": revision}
@@ -113,11 +94,6 @@ def compare_mod(key: bytes, revision: int) -> dict[str, Any]:
 
 def _kvs(response: dict[str, Any]) -> list[KeyValue]:
     return [KeyValue.from_json(kv) for kv in response["response_range"].get("kvs", [])]
-
-
-def parse_etcd_url(url: str) -> list[str]:
-    """The members' gateway base URLs of an ``etcd://`` URL (see `split_etcd_url`)."""
-    return split_etcd_url(url)[0]
 
 
 class EtcdCoordinator:
@@ -148,7 +124,8 @@ class EtcdCoordinator:
         #: shard -> (storage id, mod_revision) of its binding as last seen: the claim
         #: transaction's guess, checked by etcd (a wrong guess costs one more round trip).
         self._bindings: dict[int, tuple[str, int]] = {}
-        self.prefix = f"/agent-actors/{cluster}/".encode()
+        self._keys = ClusterKeys.of(cluster)
+        self.prefix = self._keys.prefix
         #: lease id -> endpoint of the member that joined under it here (saves a read per claim)
         self._endpoints: dict[int, str] = {}
         #: worker id -> lease id, as of the latest view this object built (the supervisor
@@ -162,22 +139,13 @@ class EtcdCoordinator:
     def shard_count(self) -> int:
         return self._shard_count
 
-    def _member_key(self, worker_id: str) -> bytes:
-        return self.prefix + b"members/" + worker_id.encode()
-
-    def _shard_key(self, shard: int) -> bytes:
-        return self.prefix + b"shards/" + str(shard).encode()
-
-    def _binding_key(self, shard: int) -> bytes:
-        return self.prefix + b"bindings/" + str(shard).encode()
-
     async def check_config(self) -> None:
         """Record the shard count on first use; refuse a cluster created with another one.
 
         Raises:
             CoordinatorError: the cluster exists with a different shard count.
         """
-        key = self.prefix + b"config"
+        key = self._keys.config
         value = json.dumps({"shardCount": self._shard_count}).encode()
         ok, _, responses = await self._etcd.txn(
             [compare_create(key, 0)], [request_put(key, value)], [request_range(key)]
@@ -198,7 +166,7 @@ class EtcdCoordinator:
         if ttl <= 0:
             raise ValueError(f"ttl must be positive, got {ttl}")
         lease_id, granted = await self._etcd.lease_grant(max(1, math.ceil(ttl)))
-        key = self._member_key(member.worker_id)
+        key = self._keys.member(member.worker_id)
         value = json.dumps(
             {
                 "endpoint": member.endpoint,
@@ -246,13 +214,13 @@ class EtcdCoordinator:
     async def claim(self, lease: Lease, shard: int) -> Claim | None:
         if not 0 <= shard < self._shard_count:
             raise ValueError(f"shard {shard} is out of range 0..{self._shard_count - 1}")
-        member_key = self._member_key(lease.worker_id)
+        member_key = self._keys.member(lease.worker_id)
         endpoint = self._endpoints.get(lease.lease_id) or await self._endpoint_of(member_key, lease)
         value = json.dumps(
             {"workerId": lease.worker_id, "endpoint": endpoint, "storageId": self._storage_id}
         ).encode()
-        key = self._shard_key(shard)
-        binding_key = self._binding_key(shard)
+        key = self._keys.shard(shard)
+        binding_key = self._keys.binding(shard)
         # At most three rounds: a wrong guess about the binding is corrected from the failure
         # branch's read, and a binding that keeps changing under us is given up on (None).
         for _ in range(3):
@@ -308,8 +276,8 @@ class EtcdCoordinator:
             CoordinatorError: etcd did not answer.
         """
         shard = claim.shard
-        key = self._shard_key(shard)
-        binding_key = self._binding_key(shard)
+        key = self._keys.shard(shard)
+        binding_key = self._keys.binding(shard)
         value = json.dumps(
             {"storageId": self._storage_id, "host": self._host, "boundAt": time.time()}
         ).encode()
@@ -343,12 +311,8 @@ class EtcdCoordinator:
     def _remember_binding(self, shard: int, kv: KeyValue | None) -> None:
         if kv is None:
             self._bindings.pop(shard, None)
-            return
-        try:
-            self._bindings[shard] = (str(json.loads(kv.value)["storageId"]), kv.mod_revision)
-        except (ValueError, KeyError, TypeError):
-            # Unreadable: guess "mine at this revision"; etcd's compare settles it.
-            self._bindings[shard] = ("", kv.mod_revision)
+        else:
+            self._bindings[shard] = binding_of(kv)
 
     async def _endpoint_of(self, member_key: bytes, lease: Lease) -> str:
         _, kvs = await self._etcd.range(member_key)
@@ -367,7 +331,7 @@ class EtcdCoordinator:
         return await self._etcd.lease_revoke(lease_id)
 
     async def release(self, claim: Claim) -> bool:
-        key = self._shard_key(claim.shard)
+        key = self._keys.shard(claim.shard)
         ok, revision, _ = await self._etcd.txn(
             [compare_create(key, claim.epoch)], [request_delete(key)]
         )
@@ -413,56 +377,12 @@ class EtcdCoordinator:
                 pause = min(pause * 2, _WATCH_RETRY_MAX)
 
     def _view_of(self, revision: int, state: dict[bytes, KeyValue]) -> ClusterView:
-        members: list[Member] = []
-        claims: list[Claim] = []
-        bindings: list[Binding] = []
-        leases: dict[str, int] = {}
-        for key, kv in state.items():
-            name = key[len(self.prefix) :].decode(errors="replace")
-            try:
-                document = json.loads(kv.value)
-                if name.startswith("members/"):
-                    worker_id = name[len("members/") :]
-                    members.append(
-                        Member(
-                            worker_id=worker_id,
-                            endpoint=document["endpoint"],
-                            storage_id=str(document.get("storageId", "")),
-                        )
-                    )
-                    leases[worker_id] = kv.lease
-                elif name.startswith("shards/"):
-                    claims.append(
-                        Claim(
-                            shard=int(name[len("shards/") :]),
-                            worker_id=document["workerId"],
-                            endpoint=document["endpoint"],
-                            epoch=kv.create_revision,
-                            lease_id=kv.lease,
-                        )
-                    )
-                elif name.startswith("bindings/"):
-                    shard = int(name[len("bindings/") :])
-                    bindings.append(Binding(shard=shard, storage_id=document["storageId"]))
-                    self._bindings[shard] = (document["storageId"], kv.mod_revision)
-            except (ValueError, KeyError, TypeError) as exc:
-                log.warning("ignoring malformed etcd key %r: %r", key, exc)
-        members.sort(key=lambda m: m.worker_id)
-        claims.sort(key=lambda c: c.shard)
-        claims = [c for c in claims if 0 <= c.shard < self._shard_count]
-        bindings = sorted(
-            (b for b in bindings if 0 <= b.shard < self._shard_count), key=lambda b: b.shard
-        )
-        for shard in set(self._bindings) - {b.shard for b in bindings}:
-            del self._bindings[shard]  # evicted
-        self.member_leases = leases
-        return ClusterView(
-            revision=revision,
-            shard_count=self._shard_count,
-            members=tuple(members),
-            claims=tuple(claims),
-            bindings=tuple(bindings),
-        )
+        decoded = self._keys.decode(revision, state, self._shard_count)
+        # Bindings missing from the view were evicted.
+        self._bindings.clear()
+        self._bindings.update(decoded.bindings)
+        self.member_leases = decoded.member_leases
+        return decoded.view
 
 
 @contextlib.asynccontextmanager

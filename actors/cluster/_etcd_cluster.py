@@ -18,13 +18,10 @@ from typing import Any
 import trio
 
 from actors.cluster._coordinator import ClusterView, Coordinator, CoordinatorError, Lease
-from actors.cluster._coordinator_etcd import (
-    EtcdCoordinator,
-    open_etcd_coordinator,
-    split_etcd_url,
-)
+from actors.cluster._coordinator_etcd import EtcdCoordinator, open_etcd_coordinator
 from actors.cluster._coordinator_local import InProcessCoordinator
 from actors.cluster._coordinator_wire import RemoteCoordinator
+from actors.cluster._etcd_url import split_etcd_url
 from actors.cluster._storage import Placement
 from wire import open_client
 

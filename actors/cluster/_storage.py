@@ -27,8 +27,9 @@ from typing import Literal
 import attrs
 
 from actors.cluster._coordinator import ClusterView, CoordinatorError
-from actors.cluster._coordinator_etcd import compare_mod, split_etcd_url
+from actors.cluster._coordinator_etcd import compare_mod
 from actors.cluster._etcd_http import open_etcd_client, prefix_end, request_delete
+from actors.cluster._etcd_url import split_etcd_url
 from actors.cluster._shards import eligible_workers
 
 __all__ = [

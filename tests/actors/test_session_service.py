@@ -12,10 +12,10 @@ import pytest
 import trio
 
 from actors._session_service import Sessions
-from actors._store_events import EventInput
 from actors._store_services import SessionServices, build_session_services
 from actors._system import ActorSystem
-from tests.actors.test_store import turn
+from actors.store._events import EventInput
+from tests.actors.store.test_session_store import turn
 from wire import (
     AgentBusyError,
     ArgumentsInvalidError,

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from actors._log_errors import LogReadError
-from actors._log_reader import _restore
-from actors._log_scan import parse_header_record, scan_raw
+from actors.session_log._errors import LogReadError
+from actors.session_log._reader import _restore
+from actors.session_log._scan import parse_header_record, scan_raw
 from wire._codec import decode, encode
 from wire._errors import RemoteProtocolError
 from wire._limits import ArgumentLimits, check_arguments, salvage_call_id

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from actors._log_errors import LogValidationError
+from actors.session_log._errors import LogValidationError
 from tests.fuzz.targets import LOG_HEADER, fuzz_frame, fuzz_log_line, read_log
 
 CORPUS = Path(__file__).resolve().parent / "corpus"

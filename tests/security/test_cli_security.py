@@ -13,9 +13,6 @@ from pathlib import Path
 import pytest
 import trio
 
-from actors._cli import main
-from actors._cli_security import exposure_problem
-from actors._demo import start_server_process
 from actors._keys import (
     ENV_CLIENT_KEY,
     ENV_CLIENT_SECRET,
@@ -26,6 +23,9 @@ from actors._keys import (
     read_key_pair,
     read_public_key,
 )
+from actors.cli._demo import start_server_process
+from actors.cli._main import main
+from actors.cli._security import exposure_problem
 from wire._security import is_loopback
 
 

@@ -19,12 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors._config import Config
-from actors._session_ref_config import SessionReferenceConfig
-from actors._session_ref_errors import SessionReferenceError
-from actors._session_ref_prepare import PreparedMessage, prepare
-from actors._session_ref_projection import SourceSnapshot
-from actors._session_ref_prompt import PROMPT_PREFIX, PROMPT_SUFFIX
-from actors._session_ref_uri import (
+from actors.session_references._config import SessionReferenceConfig
+from actors.session_references._errors import SessionReferenceError
+from actors.session_references._prepare import PreparedMessage, prepare
+from actors.session_references._projection import SourceSnapshot
+from actors.session_references._prompt import PROMPT_PREFIX, PROMPT_SUFFIX
+from actors.session_references._uri import (
     format_session_reference_mention,
     parse_session_reference_text,
 )

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import trio
 
-from actors._demo import start_server_process
-from actors._file_references import FileCandidate
 from actors._reference_services import SessionFileReferences
+from actors.cli._demo import start_server_process
+from actors.file_references import FileCandidate
 from wire import ArgumentsInvalidError, SessionNotFoundError, WireError, open_client
 
 ROOT = Path(__file__).resolve().parents[2]

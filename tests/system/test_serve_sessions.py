@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from actors._demo import start_server_process
-from actors._log_reader import load_session
+from actors.cli._demo import start_server_process
+from actors.session_log._reader import load_session
 from tests.actors.test_session_service import wire_events
 from tests.system.test_session_references_remote import place
 from wire import ErrorCode, UnauthorizedError, open_client

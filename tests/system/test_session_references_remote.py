@@ -34,13 +34,13 @@ import zmq
 
 import actors._reference_services as reference_services
 import actors._serve as serve_module
-import actors._session_ref_prepare as prepare_module
-from actors._cli import main as cli_main
+import actors.session_references._prepare as prepare_module
 from actors._config import Config
-from actors._demo import start_server_process
-from actors._log_layout import log_path
 from actors._serve import open_runtime
-from actors._session_ref import (
+from actors.cli._demo import start_server_process
+from actors.cli._main import main as cli_main
+from actors.session_log._layout import log_path
+from actors.session_references import (
     LocalSpillStore,
     SaveTextSpill,
     SessionReferenceConfig,

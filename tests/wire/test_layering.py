@@ -11,6 +11,7 @@ WIRE = Path(__file__).resolve().parents[2] / "wire"
 SANS_IO = [
     "_messages.py",
     "_codec.py",
+    "_codes.py",
     "_errors.py",
     "_state.py",
     "_server_protocol.py",

@@ -1,0 +1,499 @@
+"""The projection cache: what listing and discovery know about sessions, without their logs.
+
+One SQLite database under the data directory (``sessions.sqlite3``). Per session it keeps the
+header facts (id, cwd, createdAt, parent, origin), the latest title (the last
+``session/title``, `session-log-format.md` §7), the subagent creation label (the first
+``subagent/descriptor``'s ``label``, §8), the seq of the last event, and the transcript's size
+and mtime, which tell the indexer whether a file changed since it was read. Listing newest first
+(``createdAt`` desc, id asc, as upstream's query layer sorts) is one index range scan; it never
+opens a log file.
+
+The ``sessions`` and ``rejected`` tables are derived: the indexer rebuilds them from the logs,
+and a schema change simply drops them. ``model_routes`` is not derived: it holds the model route
+hosts record for their agents (no log event carries ``contextWindow``), so it survives
+re-indexing; deleting the database forgets the routes until hosts record them again.
+
+Concurrency: WAL journal, one writer connection and one reader connection, each guarded by a
+``threading.Lock``, so the store may write from worker threads while the event loop reads.
+Several processes may share the file (``busy_timeout``). Writes use ``synchronous=NORMAL``:
+the cache can always be rebuilt, so a commit needs no fsync.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from actors.session_log import Compression
+from actors.session_references import SessionSummary
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "CachedSession",
+    "ListCursor",
+    "ProjectionCache",
+    "ProjectionCacheError",
+    "RecordedModelRoute",
+    "Rejection",
+    "SessionListing",
+]
+
+SCHEMA_VERSION = 1
+"""``PRAGMA user_version`` of the layout below; any other version rebuilds the derived tables."""
+
+_DERIVED = ("sessions", "rejected", "roots", "meta")
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) STRICT;
+CREATE TABLE IF NOT EXISTS roots (
+    id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, compression TEXT NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    root_id INTEGER NOT NULL,
+    path TEXT NOT NULL,
+    cwd TEXT,
+    created_at INTEGER NOT NULL,
+    parent_session TEXT,
+    origin TEXT,
+    title TEXT,
+    subagent_label TEXT,
+    last_seq INTEGER,
+    file_size INTEGER NOT NULL,
+    file_mtime_ns INTEGER NOT NULL
+) STRICT;
+CREATE INDEX IF NOT EXISTS sessions_newest ON sessions (created_at DESC, id ASC);
+CREATE INDEX IF NOT EXISTS sessions_by_root ON sessions (root_id, path);
+CREATE TABLE IF NOT EXISTS rejected (
+    path TEXT PRIMARY KEY,
+    root_id INTEGER NOT NULL,
+    file_size INTEGER NOT NULL,
+    file_mtime_ns INTEGER NOT NULL,
+    reason TEXT NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS model_routes (
+    session_id TEXT PRIMARY KEY,
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    context_window INTEGER,
+    updated_at INTEGER NOT NULL
+) STRICT;
+"""
+_COLUMNS = (
+    "id, root_id, path, cwd, created_at, parent_session, origin, title, subagent_label, "
+    "last_seq, file_size, file_mtime_ns"
+)
+
+
+class ProjectionCacheError(RuntimeError):
+    """The cache database cannot be opened or used (names the file and the reason)."""
+
+
+@attrs.frozen(kw_only=True)
+class SessionListing:
+    """One session as listings show it (also the wire shape of a ``sessions/list`` row)."""
+
+    session_id: str
+    """Header ``id``."""
+    created_at: int
+    """Header ``createdAt`` (epoch ms)."""
+    cwd: str | None = None
+    """Header ``cwd``."""
+    parent_session: str | None = None
+    """Header ``parentSession``."""
+    origin: str | None = None
+    """Header ``origin`` (``"subagent"``)."""
+    title: str | None = None
+    """Latest ``session/title`` text."""
+    subagent_label: str | None = None
+    """First ``subagent/descriptor`` label."""
+    last_seq: int | None = None
+    """Seq of the last event (closers included), None for a log without events."""
+
+
+@attrs.frozen(kw_only=True)
+class CachedSession(SessionListing):
+    """One session as the cache knows it: the listing facts and where its transcript is."""
+
+    root_id: int
+    """The sessions root it lives in (see `ProjectionCache.root_id`)."""
+    path: str
+    """Its transcript."""
+    file_size: int = 0
+    """Transcript size when this row was written."""
+    file_mtime_ns: int = 0
+    """Transcript mtime (ns) when this row was written."""
+
+    def listing(self) -> SessionListing:
+        """The listing facts alone (without the storage fields)."""
+        return SessionListing(**{name: getattr(self, name) for name in _LISTING_FIELDS})
+
+    def summary(self) -> SessionSummary:
+        """The row as session-reference discovery consumes it (label = title)."""
+        return SessionSummary(
+            session_id=self.session_id,
+            cwd=self.cwd,
+            created_at=self.created_at,
+            label=self.title,
+            display_title=self.subagent_label,
+        )
+
+
+_LISTING_FIELDS = tuple(field.name for field in attrs.fields(SessionListing))
+
+
+@attrs.frozen
+class ListCursor:
+    """Where a page of the newest-first listing ended: its last row's ``(createdAt, id)``."""
+
+    created_at: int
+    session_id: str
+
+
+@attrs.frozen(kw_only=True)
+class Rejection:
+    """A transcript the indexer could not accept, and why."""
+
+    path: str
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class RecordedModelRoute:
+    """A model route a host recorded for an agent."""
+
+    provider: str
+    model: str
+    context_window: int | None = None
+    updated_at: int = 0
+    """Epoch ms of the recording."""
+
+
+#: `CachedSession` attributes in the order of `_COLUMNS`.
+_ROW_FIELDS = (
+    "session_id",
+    "root_id",
+    "path",
+    "cwd",
+    "created_at",
+    "parent_session",
+    "origin",
+    "title",
+    "subagent_label",
+    "last_seq",
+    "file_size",
+    "file_mtime_ns",
+)
+
+
+#: Seconds `ProjectionCache.open` keeps retrying a database that other processes are setting
+#: up at the same moment.
+_OPEN_PATIENCE = 10.0
+
+
+def _row(values: Sequence[Any]) -> CachedSession:
+    return CachedSession(**dict(zip(_ROW_FIELDS, values, strict=True)))
+
+
+def _values(row: CachedSession) -> tuple[Any, ...]:
+    return tuple(getattr(row, name) for name in _ROW_FIELDS)
+
+
+class ProjectionCache:
+    """The SQLite projection cache (thread-safe). Use `open`; `close` when done."""
+
+    def __init__(self, path: Path, writer: sqlite3.Connection, reader: sqlite3.Connection) -> None:
+        """Private; use `open`."""
+        self.path = path
+        self._writer = writer
+        self._reader = reader
+        self._write_lock = threading.Lock()
+        self._read_lock = threading.Lock()
+
+    @classmethod
+    def open(cls, path: str | Path) -> ProjectionCache:
+        """Open (creating if needed) the cache at ``path``.
+
+        Raises:
+            ProjectionCacheError: the file is not a usable SQLite database.
+        """
+        file = Path(path)
+        give_up = time.monotonic() + _OPEN_PATIENCE
+        while True:
+            try:
+                file.parent.mkdir(parents=True, exist_ok=True)
+                writer = _connect(file)
+                try:
+                    _migrate(writer)
+                    reader = _connect(file)
+                except BaseException:
+                    writer.close()
+                    raise
+            except sqlite3.OperationalError as error:
+                # Workers starting together open one new file at once. Switching it to WAL and
+                # creating the schema take locks for which SQLite answers "database is locked"
+                # at once, without its busy handler (to avoid a deadlock between upgraders):
+                # wait a little and try again rather than fail the process.
+                if "locked" in str(error) and time.monotonic() < give_up:
+                    time.sleep(random.uniform(0.01, 0.05))
+                    continue
+                raise ProjectionCacheError(
+                    f"{file}: cannot open projection cache: {error}"
+                ) from None
+            except (OSError, sqlite3.Error) as error:
+                raise ProjectionCacheError(
+                    f"{file}: cannot open projection cache: {error}"
+                ) from None
+            return cls(file, writer, reader)
+
+    def close(self) -> None:
+        """Close both connections (idempotent)."""
+        with self._write_lock, self._read_lock:
+            self._writer.close()
+            self._reader.close()
+
+    @contextmanager
+    def _write(self, *, listing_changed: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction; ``listing_changed`` bumps the revision that derived views
+        (the candidate index) key on."""
+        with self._write_lock:
+            try:
+                with self._writer:  # one transaction: commit, or roll back on error
+                    yield self._writer
+                    if listing_changed:
+                        self._writer.execute(
+                            "INSERT INTO meta(key, value) VALUES('revision', 1) "
+                            "ON CONFLICT(key) DO UPDATE SET value = value + 1"
+                        )
+            except sqlite3.Error as error:
+                raise ProjectionCacheError(f"{self.path}: write failed: {error}") from None
+
+    def _read(self, sql: str, parameters: Sequence[Any] = ()) -> list[Any]:
+        with self._read_lock:
+            try:
+                return self._reader.execute(sql, parameters).fetchall()
+            except sqlite3.Error as error:
+                raise ProjectionCacheError(f"{self.path}: read failed: {error}") from None
+
+    # --- roots ---
+
+    def root_id(self, root: str | Path, compression: Compression) -> int:
+        """Return the id of a sessions root, registering it on first use.
+
+        Raises:
+            ProjectionCacheError: the root was registered with the other encoding.
+        """
+        key = str(Path(root).resolve())
+        found = self._read("SELECT id, compression FROM roots WHERE path = ?", (key,))
+        if not found:
+            with self._write() as db:
+                db.execute(
+                    "INSERT OR IGNORE INTO roots(path, compression) VALUES(?, ?)",
+                    (key, compression),
+                )
+            found = self._read("SELECT id, compression FROM roots WHERE path = ?", (key,))
+        root_id, registered = found[0]
+        if registered != compression:
+            raise ProjectionCacheError(
+                f"{self.path}: root {key} is indexed as compression {registered!r}, "
+                f"not {compression!r}"
+            )
+        return int(root_id)
+
+    # --- sessions ---
+
+    def upsert(self, rows: Iterable[CachedSession]) -> None:
+        """Insert or replace rows (one transaction); clears their paths' rejections."""
+        batch = [_values(row) for row in rows]
+        if not batch:
+            return
+        with self._write() as db:
+            db.executemany(
+                f"INSERT OR REPLACE INTO sessions({_COLUMNS}) VALUES({', '.join('?' * 12)})",
+                batch,
+            )
+            db.executemany("DELETE FROM rejected WHERE path = ?", [(v[2],) for v in batch])
+
+    def update_progress(
+        self,
+        session_id: str,
+        *,
+        title: str | None,
+        subagent_label: str | None,
+        last_seq: int | None,
+        file_size: int,
+        file_mtime_ns: int,
+    ) -> None:
+        """Record what an append changed (the owning actor calls this after each flush).
+
+        Only a new title or subagent label changes what listings show, so only those bump the
+        revision: an append-heavy agent does not make every candidate index rebuild.
+        """
+        before = self._read(
+            "SELECT title, subagent_label FROM sessions WHERE id = ?", (session_id,)
+        )
+        changed = not before or tuple(before[0]) != (title, subagent_label)
+        with self._write(listing_changed=changed) as db:
+            db.execute(
+                "UPDATE sessions SET title = ?, subagent_label = ?, last_seq = ?, "
+                "file_size = ?, file_mtime_ns = ? WHERE id = ?",
+                (title, subagent_label, last_seq, file_size, file_mtime_ns, session_id),
+            )
+
+    def remove(self, session_ids: Iterable[str]) -> None:
+        """Forget sessions (their files are gone)."""
+        ids = [(session_id,) for session_id in session_ids]
+        if ids:
+            with self._write() as db:
+                db.executemany("DELETE FROM sessions WHERE id = ?", ids)
+
+    def get(self, session_id: str) -> CachedSession | None:
+        """The row of one session, or None."""
+        found = self._read(f"SELECT {_COLUMNS} FROM sessions WHERE id = ?", (session_id,))
+        return _row(found[0]) if found else None
+
+    def file_states(self, root_id: int) -> dict[str, tuple[str, int, int]]:
+        """Every indexed transcript of one root: path to ``(id, size, mtime_ns)``."""
+        found = self._read(
+            "SELECT path, id, file_size, file_mtime_ns FROM sessions WHERE root_id = ?",
+            (root_id,),
+        )
+        return {path: (session_id, size, mtime) for path, session_id, size, mtime in found}
+
+    def count(self, root_ids: Sequence[int] | None = None) -> int:
+        """Number of sessions (in the given roots)."""
+        if root_ids is None:
+            return int(self._read("SELECT count(*) FROM sessions")[0][0])
+        marks = ", ".join("?" * len(root_ids))
+        sql = f"SELECT count(*) FROM sessions WHERE root_id IN ({marks})"
+        return int(self._read(sql, tuple(root_ids))[0][0])
+
+    def list_page(
+        self, root_ids: Sequence[int], *, limit: int, after: ListCursor | None = None
+    ) -> list[CachedSession]:
+        """One page of sessions newest first (``createdAt`` desc, id asc).
+
+        Args:
+            root_ids: the roots served (rows of other roots are skipped).
+            limit: page size (at least 1).
+            after: the cursor of the previous page's last row.
+        """
+        if not root_ids:
+            return []
+        marks = ", ".join("?" * len(root_ids))
+        where = f"root_id IN ({marks})"
+        parameters: list[Any] = list(root_ids)
+        if after is not None:
+            # `created_at <= ?` lets SQLite seek the index; ties are then filtered by id.
+            where += " AND created_at <= ? AND (created_at < ? OR id > ?)"
+            parameters += [after.created_at, after.created_at, after.session_id]
+        sql = (
+            f"SELECT {_COLUMNS} FROM sessions INDEXED BY sessions_newest WHERE {where} "
+            "ORDER BY created_at DESC, id ASC LIMIT ?"
+        )
+        return [_row(values) for values in self._read(sql, [*parameters, max(1, limit)])]
+
+    def summaries(self, root_ids: Sequence[int]) -> list[SessionSummary]:
+        """Every session of the given roots as discovery summaries, newest first."""
+        if not root_ids:
+            return []
+        marks = ", ".join("?" * len(root_ids))
+        sql = (
+            "SELECT id, cwd, created_at, title, subagent_label FROM sessions "
+            f"INDEXED BY sessions_newest WHERE root_id IN ({marks}) "
+            "ORDER BY created_at DESC, id ASC"
+        )
+        return [
+            SessionSummary(
+                session_id=v[0], cwd=v[1], created_at=v[2], label=v[3], display_title=v[4]
+            )
+            for v in self._read(sql, tuple(root_ids))
+        ]
+
+    def revision(self) -> int:
+        """A counter every write transaction increments (from any process); a reader whose
+        derived view (e.g. a candidate index) was built at another revision should rebuild."""
+        found = self._read("SELECT value FROM meta WHERE key = 'revision'")
+        return int(found[0][0]) if found else 0
+
+    # --- rejections ---
+
+    def reject(
+        self, root_id: int, path: str, *, file_size: int, file_mtime_ns: int, reason: str
+    ) -> None:
+        """Remember that ``path`` (at this size and mtime) does not load, and why."""
+        with self._write() as db:
+            db.execute("DELETE FROM sessions WHERE path = ?", (path,))
+            db.execute(
+                "INSERT OR REPLACE INTO rejected(path, root_id, file_size, file_mtime_ns, reason) "
+                "VALUES(?, ?, ?, ?, ?)",
+                (path, root_id, file_size, file_mtime_ns, reason),
+            )
+
+    def rejected_of_root(self, root_id: int) -> dict[str, tuple[int, int, str]]:
+        """Rejected transcripts of one root: path to ``(size, mtime_ns, reason)``."""
+        found = self._read(
+            "SELECT path, file_size, file_mtime_ns, reason FROM rejected WHERE root_id = ?",
+            (root_id,),
+        )
+        return {path: (size, mtime, reason) for path, size, mtime, reason in found}
+
+    def forget_rejections(self, paths: Iterable[str]) -> None:
+        """Drop rejections of files that are gone."""
+        batch = [(path,) for path in paths]
+        if batch:
+            with self._write() as db:
+                db.executemany("DELETE FROM rejected WHERE path = ?", batch)
+
+    # --- model routes ---
+
+    def set_model_route(self, session_id: str, route: RecordedModelRoute) -> RecordedModelRoute:
+        """Persist an agent's model route; returns it with its recording time."""
+        stamped = attrs.evolve(route, updated_at=time.time_ns() // 1_000_000)
+        with self._write() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO model_routes"
+                "(session_id, provider, model, context_window, updated_at) VALUES(?, ?, ?, ?, ?)",
+                (session_id, route.provider, route.model, route.context_window, stamped.updated_at),
+            )
+        return stamped
+
+    def model_route(self, session_id: str) -> RecordedModelRoute | None:
+        """The recorded model route of an agent, or None."""
+        found = self._read(
+            "SELECT provider, model, context_window, updated_at FROM model_routes "
+            "WHERE session_id = ?",
+            (session_id,),
+        )
+        if not found:
+            return None
+        provider, model, window, updated = found[0]
+        return RecordedModelRoute(
+            provider=provider, model=model, context_window=window, updated_at=updated
+        )
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, timeout=10.0, check_same_thread=False, isolation_level="DEFERRED")
+    db.execute("PRAGMA busy_timeout = 10000")
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA synchronous = NORMAL")
+    return db
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version not in (0, SCHEMA_VERSION):
+        # A derived cache: drop and rebuild; recorded model routes are kept.
+        with db:
+            for table in _DERIVED:
+                db.execute(f"DROP TABLE IF EXISTS {table}")
+    # Idempotent, so processes opening one new file at once do not conflict.
+    db.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")

@@ -1,0 +1,104 @@
+"""The supervisor relays calls to their owners without a task per call, and cancellation and
+deadlines still cross the hop (``actors/cluster/_router.py``, ``wire/_detached.py``)."""
+
+from __future__ import annotations
+
+import functools
+import time
+from pathlib import Path
+
+import trio
+
+from tests.actors.cluster._cluster import raw_terminal_frames, running_cluster
+from wire import Client, open_client
+
+CALLS = 8
+
+
+async def _endings(workers: dict[str, str], labels: set[str]) -> dict[str, str]:
+    """How each worker's ``diagnostics/sleep`` handlers with one of ``labels`` ended."""
+    found: dict[str, str] = {}
+    for endpoint in workers.values():
+        async with open_client(endpoint) as worker:
+            for ending in await worker.call("diagnostics/endings"):
+                if ending["call"] in labels:
+                    found[ending["call"]] = ending["outcome"]
+    return found
+
+
+async def _started(workers: dict[str, str]) -> int:
+    """Handlers running on the workers (each asked directly)."""
+    running = 0
+    for endpoint in workers.values():
+        async with open_client(endpoint) as worker:
+            stats = await worker.call("system/stats")
+            running += stats["calls"]["running"] - 1  # not counting this stats call
+    return running
+
+
+async def _wait_for_endings(workers: dict[str, str], labels: set[str]) -> dict[str, str]:
+    while True:
+        found = await _endings(workers, labels)
+        if set(found) == labels:
+            return found
+        await trio.sleep(0.1)
+
+
+async def _running(client: Client) -> int:
+    """Calls running at ``client``'s server, not counting this stats call."""
+    stats = await client.call("system/stats")
+    assert stats["handlerTasks"] == 0, "a relayed call took a handler task"
+    return int(stats["calls"]["running"]) - 1
+
+
+async def test_relayed_calls_take_no_task_and_a_cancel_reaches_the_worker(
+    tmp_path: Path,
+) -> None:
+    """Calls in flight through the supervisor hold no handler task there, and a caller that
+    cancels them cancels their handlers on the owning workers."""
+    async with running_cluster(tmp_path) as cluster:
+        with trio.fail_after(60):
+            async with open_client(cluster.address) as client:
+                workers = (await client.call("system/describe"))["cluster"]["workers"]
+                # One call per agent: an agent's calls take turns, and one still queued on its
+                # worker when cancelled would never start (nor end) its handler.
+                agents = [
+                    (await client.call("agents/create", {"cwd": str(tmp_path)}))["agentId"]
+                    for _ in range(CALLS)
+                ]
+                for agent in agents:  # the supervisor connects to each owner on first use
+                    await client.call("diagnostics/echo", {"agentId": agent})
+                labels = {f"relay-{i}" for i in range(CALLS)}
+                async with trio.open_nursery() as nursery:
+                    for i, agent in enumerate(agents):
+                        args = {"agentId": agent, "seconds": 30, "label": f"relay-{i}"}
+                        nursery.start_soon(client.call, "diagnostics/sleep", args)
+                    while await _running(client) < CALLS or await _started(workers) < CALLS:
+                        await trio.sleep(0.05)
+                    nursery.cancel_scope.cancel()
+                ended = await _wait_for_endings(workers, labels)
+                assert ended == dict.fromkeys(labels, "cancelled")
+                assert await _running(client) == 0
+        assert await cluster.stop() == 0
+
+
+async def test_a_relayed_call_ends_at_its_deadline_on_the_worker(tmp_path: Path) -> None:
+    """A call with a deadline, relayed by the supervisor, gets exactly one deadline-exceeded
+    answer, and its handler on the owning worker ends cancelled."""
+    async with running_cluster(tmp_path) as cluster:
+        with trio.fail_after(60):
+            async with open_client(cluster.address) as client:
+                workers = (await client.call("system/describe"))["cluster"]["workers"]
+                agent = (await client.call("agents/create", {"cwd": str(tmp_path)}))["agentId"]
+            started = time.monotonic()
+            args = {"agentId": agent, "seconds": 30, "label": "relay-deadline"}
+            call = {"id": 1, "endpoint": "diagnostics/sleep", "args": args, "deadlineMs": 300}
+            read = functools.partial(
+                raw_terminal_frames, cluster.address, [call], timeout=5, settle=0.5
+            )
+            frames = await trio.to_thread.run_sync(read)
+            assert [f["code"] for f in frames.get(1, [])] == ["deadline-exceeded"]
+            assert time.monotonic() - started < 4
+            ended = await _wait_for_endings(workers, {"relay-deadline"})
+            assert ended == {"relay-deadline": "cancelled"}
+        assert await cluster.stop() == 0
