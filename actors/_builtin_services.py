@@ -9,8 +9,10 @@ calls ended is what lets a client see that the server observed a cancel.
 from __future__ import annotations
 
 import collections
+import contextlib
+import errno
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ import trio
 
 from actors._agents import Agent
 from actors._remote import Remote, RemoteService
-from wire import ArgumentsInvalidError
+from wire import ArgumentsInvalidError, NonNegativeFloat
 
 __all__ = ["AgentInfo", "Agents", "Diagnostics", "HandlerEnding"]
 
@@ -43,12 +45,26 @@ class Agents(RemoteService, key="agents"):
 
     @Remote
     async def create(
-        self, agent_id: str | None = None, cwd: str | None = None, title: str | None = None
+        self,
+        agent_id: str | None = None,
+        cwd: str | None = None,
+        title: str | None = None,
+        idempotency_key: str | None = None,
     ) -> AgentInfo:
-        """Create a session (id ``agentId`` if given) and set its title; return the agent."""
-        created = await self._call("sessions/create", {"sessionId": agent_id, "cwd": cwd})
+        """Create a session (id ``agentId`` if given) and set its title; return the agent.
+
+        With ``idempotencyKey`` both steps carry it (``sessions/create``, then
+        ``sessions/setTitle`` on the new session), so a retry after any failure finishes
+        what the first call left undone and repeats nothing."""
+        key = {"idempotencyKey": idempotency_key} if idempotency_key is not None else {}
+        created = await self._call("sessions/create", {"sessionId": agent_id, "cwd": cwd, **key})
         if title is not None:
-            await self._call("sessions/setTitle", {"agentId": created.session_id, "title": title})
+            # The session exists now: a cancel from here on could only answer `cancelled` for a
+            # call that took effect, so the title is written whatever the caller does.
+            with trio.CancelScope(shield=True):
+                await self._call(
+                    "sessions/setTitle", {"agentId": created.session_id, "title": title, **key}
+                )
         return AgentInfo(agent_id=created.session_id, cwd=created.cwd, title=title)
 
 
@@ -64,6 +80,26 @@ class HandlerEnding:
     #: ``time.monotonic()`` when the handler ended: one clock for every process of a host, so
     #: a client can measure cancel-to-quiescence latency against its own reading.
     ended_at: float
+
+
+#: Errors of a file name the caller chose: one that names a directory or a file where the other
+#: is needed (``path`` inside ``marker``, or an earlier call's), or that is too long.
+_NAME_ERRNOS = frozenset((errno.EEXIST, errno.EISDIR, errno.ENOTDIR, errno.ENAMETOOLONG))
+
+
+@contextlib.contextmanager
+def _name_errors(argument: str, name: str) -> Iterator[None]:
+    """Turn a write failure caused by the caller's file name into ``arguments-invalid``."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in _NAME_ERRNOS:
+            raise
+        raise ArgumentsInvalidError(
+            f"diagnostics/publish: {argument}: cannot write {name!r} in the server's "
+            f"diagnostics directory: {exc.strerror}",
+            details={"path": argument},
+        ) from None
 
 
 class Diagnostics(RemoteService, key="diagnostics"):
@@ -94,7 +130,7 @@ class Diagnostics(RemoteService, key="diagnostics"):
         return payload
 
     @Remote
-    async def sleep(self, agent: Agent, seconds: float, label: str = "") -> float:
+    async def sleep(self, agent: Agent, seconds: NonNegativeFloat, label: str = "") -> float:
         """Sleep, then return ``seconds``; the server records whether it was cancelled."""
         started = trio.current_time()
         outcome = "cancelled"
@@ -114,37 +150,50 @@ class Diagnostics(RemoteService, key="diagnostics"):
 
     @Remote
     async def publish(
-        self, agent: Agent, path: str, marker: str, work_seconds: float, hold_seconds: float
+        self,
+        agent: Agent,
+        path: str,
+        marker: str,
+        work_seconds: NonNegativeFloat,
+        hold_seconds: NonNegativeFloat,
     ) -> str:
         """Work for ``work_seconds``, write ``marker`` (the work is done), wait
         ``hold_seconds`` (the window between finishing the work and replying), then write
         ``path`` (the publication) and return its full path.
 
         ``path`` and ``marker`` are names inside the server's diagnostics directory
-        (``<data>/diagnostics``); one that is absolute or leads out of it is
+        (``<data>/diagnostics``); one that is absolute, leads out of it, or cannot be written
+        there (a NUL, too long, a file where a directory is needed or the reverse) is
         ``arguments-invalid``. A cancel that lands at any point before the publication leaves
         ``path`` unwritten.
         """
         published = self._confined("path", path)
         done = self._confined("marker", marker)
         await trio.sleep(work_seconds)
-        await trio.Path(done).parent.mkdir(parents=True, exist_ok=True)
-        await trio.Path(done).write_text("work done\n")
+        with _name_errors("marker", marker):
+            await trio.Path(done).parent.mkdir(parents=True, exist_ok=True)
+            await trio.Path(done).write_text("work done\n")
         await trio.sleep(hold_seconds)
         # Nothing below awaits, so once the last checkpoint passed without a cancel the
         # publication and the reply happen together; a cancel before it stops both.
-        published.parent.mkdir(parents=True, exist_ok=True)
-        published.write_text("published\n")
+        with _name_errors("path", path):
+            published.parent.mkdir(parents=True, exist_ok=True)
+            published.write_text("published\n")
         return str(published)
 
     def _confined(self, argument: str, name: str) -> Path:
         """``name`` resolved inside the diagnostics directory.
 
         Raises:
-            ArgumentsInvalidError: ``name`` is empty, absolute, or resolves outside it (``..``
-                or a symlink).
+            ArgumentsInvalidError: ``name`` is empty, holds a NUL, is absolute, or resolves
+                outside it (``..`` or a symlink).
         """
         root = self._publish_dir.resolve()
+        if "\x00" in name:
+            raise ArgumentsInvalidError(
+                f"diagnostics/publish: {argument}: a file name cannot hold a NUL character",
+                details={"path": argument},
+            )
         target = (root / name).resolve()
         if (
             not name

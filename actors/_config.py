@@ -5,7 +5,8 @@ a :class:`ConfigError` that names the file, the table and the key, so a typo nev
 falls back to a default.
 
 ``[wire]``: ``heartbeat`` and ``peerTimeout`` (seconds), ``maxFrameBytes``, ``maxInFlight``,
-``maxInFlightTotal``, ``maxArgDepth``, ``maxArgItems``, ``maxQueryLength``. ``[actors]``:
+``maxInFlightTotal``, ``maxBacklog``, ``maxBacklogBytes``, ``maxArgDepth``, ``maxArgItems``,
+``maxQueryLength``. ``[actors]``:
 ``idleTimeout`` (seconds). ``[sessions]``: ``durability``
 (``fsync``, ``flush`` or ``write-behind``) and ``batchDelay`` (seconds). ``[cluster]`` (read
 by ``serve --workers N --coordinator etcd://…``; command-line flags win): ``hostId``,
@@ -80,6 +81,7 @@ _WIRE_KEYS: dict[str, tuple[str, type]] = {
     "maxInFlight": ("max_in_flight", int),
     "maxInFlightTotal": ("max_in_flight_total", int),
     "maxBacklog": ("max_backlog", int),
+    "maxBacklogBytes": ("max_backlog_bytes", int),
     "maxArgDepth": ("max_arg_depth", int),
     "maxArgItems": ("max_arg_items", int),
     # Not a wire limit but a limit on wire input; kept on Config, not ServerLimits.

@@ -11,6 +11,11 @@ from the projection cache only (never a transcript at keystroke rate).
 referenced sessions into one bounded, untrusted context message. Each source is read once,
 through its own agent actor (``read_surface``), so a source that is being appended to is read
 between two of its batches, never torn.
+
+``sessionReferenceResolver/parseMentions(agentId, text)``: what upstream's pre-step does to a
+direct message's text before ``prepare`` (session-reference.md §2.4), for hosts that do not
+carry the mention codec: the readable text (each mention replaced by ``@label``) and the
+references in mention order, ready to pass to ``prepare``. Not an upstream endpoint.
 """
 
 from __future__ import annotations
@@ -28,11 +33,13 @@ from actors._remote import Remote, RemoteService
 from actors.file_references import FileCandidate, FileReferenceService
 from actors.session_references import (
     CandidateIndex,
+    ParsedSessionReferenceText,
     SessionReferenceConfig,
     SessionReferenceError,
     SourceSnapshot,
     SpillStore,
     discard_spills,
+    parse_session_reference_text,
     prepare,
 )
 from actors.store import ProjectionCache
@@ -45,6 +52,10 @@ ReadSurface = Callable[[str], Awaitable[SourceSnapshot]]
 #: Listing changes up to this many sessions (or a tenth of the listing) are applied to the
 #: candidate index in place; more rebuild it in a worker thread.
 _APPLY_IN_PLACE = 1000
+
+#: Texts up to this many characters are parsed for mentions on the event loop (about 2 ms
+#: when dense with mentions, far less for prose); longer ones in a worker thread.
+_PARSE_INLINE = 16 * 1024
 
 
 class SessionFileReferences(RemoteService, key="sessionFileReferences", namespace="fileReferences"):
@@ -126,6 +137,23 @@ class SessionReferenceResolver(RemoteService, key="sessionReferenceResolver"):
             await discard_spills(self._spill_store, prepared.spilled)
             raise SessionReferenceError.cancelled(exc) from exc
         return prepared.to_wire()
+
+    @Remote("parseMentions")
+    async def remote_parse_mentions(self, agent: Agent, text: str) -> ParsedSessionReferenceText:
+        """``{text, references: [{sessionId, label}, …]}``: ``text`` with every mention
+        (``@[label](dsh-session:…)`` or a bare ``dsh-session:…``) replaced by ``@label``, and
+        the references in mention order, duplicates kept (``prepare`` de-duplicates).
+
+        Raises:
+            SessionReferenceError: INVALID_REFERENCE ``invalid session reference URI "<uri>"``
+                for the first malformed mention.
+        """
+        # ``agent`` scopes the call (authorization, routing); the parse itself is pure, and
+        # linear in the text: a long one (up to a frame) is parsed off the event loop.
+        if len(text) <= _PARSE_INLINE:
+            await trio.lowlevel.checkpoint()
+            return parse_session_reference_text(text)
+        return await trio.to_thread.run_sync(parse_session_reference_text, text)
 
     async def _current_index(self) -> CandidateIndex:
         """The candidate index, brought up to date when the cache's listing has changed.

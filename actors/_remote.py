@@ -16,7 +16,9 @@ reads here as::
 A parameter named ``agent`` is a *lookup*: on the wire it is ``agentId`` (a session id) and the
 runtime resolves it to the live agent actor. Cancellation needs no parameter (upstream's trailing
 ``signal``): the handler runs in a trio cancel scope that the caller's cancel reaches. Other
-parameters travel under their camelCase names and are checked against their annotations.
+parameters travel under their camelCase names and are checked against their annotations,
+number constraints included (``seconds: NonNegativeFloat``, ``limit: Annotated[int,
+Range(min=1, max=1000)]``, see ``wire.Range``); a plain ``float`` must be finite.
 
 A ``@Remote`` method may also be a plain ``def``. When its actor is active and its mailbox turn
 is free on arrival, the server runs it *inline*, in its receive path: no task, no cancel scope,
@@ -131,7 +133,7 @@ class RemoteService:
 
 def _endpoint_spec(namespace: str, marker: RemoteMethod, function: Any) -> EndpointSpec:
     name = f"{namespace}/{marker.name or function.__name__}"
-    hints = typing.get_type_hints(function)
+    hints = typing.get_type_hints(function, include_extras=True)
     params: list[Param] = []
     for parameter in list(inspect.signature(function).parameters.values())[1:]:
         if parameter.kind not in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):

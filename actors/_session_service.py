@@ -3,20 +3,21 @@
 Endpoints (wire names; every map key is camelCase):
 
 - ``sessions/create(cwd?, parentSession?, seedLength?, origin?, delegationDepth=0,
-  agentPreset?, sessionId?) -> {sessionId, createdAt, cwd?, path}``: publish a new session
-  header (a fresh UUID unless ``sessionId`` is given); no agent involved.
+  agentPreset?, sessionId?, idempotencyKey?) -> {sessionId, createdAt, cwd?, path}``: publish a
+  new session header (a fresh UUID unless ``sessionId`` is given, or derived from the key when
+  only ``idempotencyKey`` is); no agent involved.
 - ``sessions/append(agentId, events: [{type, data, surfaceOp?, sourceEventSeqs?,
-  ignorable?}]) -> {seqs, persisted}``: append a batch, all or nothing; the actor assigns
-  ``seq`` and ``time``. ``persisted`` is ``fsync``, ``written`` or ``pending`` (see
-  `actors.store._state`). State-changing.
+  ignorable?}], idempotencyKey?) -> {seqs, persisted}``: append a batch, all or nothing; the
+  actor assigns ``seq`` and ``time``. ``persisted`` is ``fsync``, ``written`` or ``pending``
+  (see `actors.store._state`). State-changing.
 - ``sessions/snapshot(agentId) -> {session, capturedThroughSeq, events}``: the surface
   (upstream's ``readSurface``): the header record, the seq of the last event (``nil`` for a log
   without events) and the current surface events in surface order.
-- ``sessions/setTitle(agentId, title) -> {title, seq}``: a user rename (normalized, pins the
-  title). State-changing.
-- ``sessions/setModelRoute(agentId, provider, model, contextWindow?) -> {provider, model,
-  contextWindow?, updatedAt}``: record the agent's model route (kept in the projection cache's
-  ``model_routes`` table; no log event carries it). State-changing.
+- ``sessions/setTitle(agentId, title, idempotencyKey?) -> {title, seq}``: a user rename
+  (normalized, pins the title). State-changing.
+- ``sessions/setModelRoute(agentId, provider, model, contextWindow?, idempotencyKey?) ->
+  {provider, model, contextWindow?, updatedAt}``: record the agent's model route (kept in the
+  projection cache's ``model_routes`` table; no log event carries it). State-changing.
 - ``sessions/modelRoute(agentId) -> {provider, model, contextWindow?, updatedAt} | nil``.
 - ``sessions/info(agentId) -> {sessionId, createdAt, cwd?, parentSession?, …, title?,
   subagentLabel?, lastSeq?, modelRoute?, writable, writer, path}``.
@@ -24,22 +25,29 @@ Endpoints (wire names; every map key is camelCase):
   (``createdAt`` desc, id asc) from the projection cache only; ``next`` is the cursor
   ``{createdAt, sessionId}`` of the following page, absent on the last page.
 
+``idempotencyKey`` (1 to 128 characters) makes a state-changing call safe to retry after an
+ambiguous failure: a retry with the same key (on the same agent) returns the first call's
+result and applies nothing again, and the same key with other arguments is ``arguments-invalid``
+with ``details.reason`` ``idempotency-key-reused`` (`actors.store._idempotency`).
+
 Errors: ``session-not-found`` (unknown ``agentId``), ``arguments-invalid`` (a rejected event,
 with ``details.index``; an invalid header; an empty title), ``agent-busy`` (another process
 writes the session), ``unauthorized`` (the session's directory is served read-only),
-``internal`` (a log that does not load, with upstream's wording, or a failed write).
+``unavailable`` (the disk refused the write: ``details.reason`` ``no-space``, ``read-only`` or
+``io-error``, ``details.errno``; nothing was written, see `actors.store._write_failures`),
+``internal`` (a log that does not load, with upstream's wording).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, cast
+from typing import Annotated, Any, Literal, cast
 
 import attrs
 import trio
 
 from actors._agents import Agent
 from actors._remote import Remote, RemoteService
-from actors.session_log import SessionHeader
+from actors.session_log import MAX_SEGMENT_BYTES, CreationKey, SessionHeader, fits_one_segment
 from actors.store import (
     AppendRejectedError,
     EventInput,
@@ -48,9 +56,12 @@ from actors.store import (
     SessionListing,
     SessionState,
     SessionStore,
+    event_args,
+    keyed_request,
+    session_id_for_key,
     title_event,
 )
-from wire import ArgumentsInvalidError, InternalError
+from wire import ArgumentsInvalidError, InternalError, NonNegativeInt, Range
 
 __all__ = [
     "AppendResult",
@@ -67,6 +78,10 @@ __all__ = [
 
 MAX_PAGE = 1000
 """Largest ``limit`` of ``sessions/list``."""
+
+#: Integers the session log and its cache keep: exact in a JavaScript number (DSH reads the
+#: logs in TypeScript) and so within SQLite's 64-bit INTEGER.
+_STORED_INT = Range(min=-(2**53 - 1), max=2**53 - 1)
 
 
 @attrs.frozen(kw_only=True)
@@ -141,7 +156,7 @@ class SessionInfo(SessionListing):
 class PageCursor:
     """The last row of a page: ``{createdAt, sessionId}``."""
 
-    created_at: int
+    created_at: Annotated[int, _STORED_INT]
     session_id: str
 
 
@@ -170,18 +185,38 @@ class Sessions(RemoteService, key="sessions"):
         self,
         cwd: str | None = None,
         parent_session: str | None = None,
-        seed_length: int | None = None,
+        seed_length: NonNegativeInt | None = None,
         origin: Literal["subagent"] | None = None,
-        delegation_depth: int = 0,
+        delegation_depth: NonNegativeInt = 0,
         agent_preset: str | None = None,
         session_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> CreatedSession:
-        """Create a session (header only; a fresh UUID unless ``sessionId`` is given)."""
-        for name, value in (("seedLength", seed_length), ("delegationDepth", delegation_depth)):
-            if value is not None and value < 0:
-                raise ArgumentsInvalidError(f"{name} must be non-negative, got {value}")
+        """Create a session (header only; a fresh UUID unless ``sessionId`` is given, the
+        key's own id when only ``idempotencyKey`` is)."""
+        if session_id is not None and session_id and not fits_one_segment(session_id):
+            raise ArgumentsInvalidError(
+                f"sessionId is too long: its directory name would exceed {MAX_SEGMENT_BYTES} bytes",
+                details={"path": "sessionId", "limit": MAX_SEGMENT_BYTES},
+            )
+        if session_id is None:
+            session_id = (
+                self._store.new_session_id()
+                if idempotency_key is None
+                else session_id_for_key(idempotency_key)
+            )
+        args = {
+            "cwd": cwd,
+            "parentSession": parent_session,
+            "seedLength": seed_length,
+            "origin": origin,
+            "delegationDepth": delegation_depth,
+            "agentPreset": agent_preset,
+            "sessionId": session_id,
+        }
+        keyed = keyed_request("sessions/create", idempotency_key, args)
         header = SessionHeader(
-            id=self._store.new_session_id() if session_id is None else session_id,
+            id=session_id,
             created_at=self._store.options.clock(),
             cwd=cwd,
             parent_session=parent_session,
@@ -189,6 +224,7 @@ class Sessions(RemoteService, key="sessions"):
             origin=origin,
             delegation_depth=delegation_depth,
             agent_preset=agent_preset,
+            idempotency=CreationKey(key=keyed.key, request=keyed.request) if keyed else None,
         )
         row = await self._store.create(header)
         return CreatedSession(
@@ -196,10 +232,13 @@ class Sessions(RemoteService, key="sessions"):
         )
 
     @Remote(mutates=True)
-    async def append(self, agent: Agent, events: list[EventInput]) -> AppendResult:
+    async def append(
+        self, agent: Agent, events: list[EventInput], idempotency_key: str | None = None
+    ) -> AppendResult:
         """Append a batch of events, all or nothing; returns the seqs assigned."""
+        keyed = keyed_request("sessions/append", idempotency_key, {"events": event_args(events)})
         try:
-            outcome = await _state(agent).append(events)
+            outcome = await _state(agent).append(events, keyed=keyed)
         except AppendRejectedError as error:
             raise ArgumentsInvalidError(
                 str(error),
@@ -223,26 +262,34 @@ class Sessions(RemoteService, key="sessions"):
         )
 
     @Remote("setTitle", mutates=True)
-    async def set_title(self, agent: Agent, title: str) -> TitleResult:
+    async def set_title(
+        self, agent: Agent, title: str, idempotency_key: str | None = None
+    ) -> TitleResult:
         """Rename the session (an explicit user title, which pins it)."""
+        keyed = keyed_request("sessions/setTitle", idempotency_key, {"title": title})
         try:
             event = title_event(title)
         except ValueError as error:
             raise ArgumentsInvalidError(str(error)) from None
-        outcome = await _state(agent).append([event])
+        outcome = await _state(agent).append([event], keyed=keyed)
         return TitleResult(title=event.data["title"], seq=outcome.seqs[0])
 
     @Remote("setModelRoute", mutates=True)
     async def set_model_route(
-        self, agent: Agent, provider: str, model: str, context_window: int | None = None
+        self,
+        agent: Agent,
+        provider: str,
+        model: str,
+        context_window: Annotated[int, Range(min=1, max=2**53 - 1)] | None = None,
+        idempotency_key: str | None = None,
     ) -> ModelRouteInfo:
         """Record the agent's model route ``{provider, model, contextWindow}``."""
         if not provider or not model:
             raise ArgumentsInvalidError("provider and model must be non-empty")
-        if context_window is not None and context_window <= 0:
-            raise ArgumentsInvalidError(f"contextWindow must be positive, got {context_window}")
+        args = {"provider": provider, "model": model, "contextWindow": context_window}
+        keyed = keyed_request("sessions/setModelRoute", idempotency_key, args)
         route = RecordedModelRoute(provider=provider, model=model, context_window=context_window)
-        return ModelRouteInfo.of(await _state(agent).set_model_route(route))
+        return ModelRouteInfo.of(await _state(agent).set_model_route(route, keyed=keyed))
 
     @Remote("modelRoute")
     async def model_route(self, agent: Agent) -> ModelRouteInfo | None:
@@ -277,11 +324,13 @@ class Sessions(RemoteService, key="sessions"):
         )
 
     @Remote("list")
-    async def list_sessions(self, limit: int = 100, after: PageCursor | None = None) -> SessionPage:
+    async def list_sessions(
+        self,
+        limit: Annotated[int, Range(min=1, max=MAX_PAGE)] = 100,
+        after: PageCursor | None = None,
+    ) -> SessionPage:
         """Sessions newest first (``createdAt`` desc, id asc), one page, from the cache."""
         await trio.lowlevel.checkpoint()
-        if not 1 <= limit <= MAX_PAGE:
-            raise ArgumentsInvalidError(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
         cursor = ListCursor(after.created_at, after.session_id) if after is not None else None
         rows = self._store.list_page(limit=limit + 1, after=cursor)
         page = rows[:limit]

@@ -22,6 +22,7 @@ from actors.session_log import DEFAULT_BATCH_DELAY
 from actors.store import (
     Durability,
     ProjectionCache,
+    ProjectionCacheError,
     SessionRoot,
     SessionStore,
     StoreOptions,
@@ -63,6 +64,8 @@ class SessionServices:
                         log.warning(
                             "%s: %d transcript(s) rejected", summary.root, len(summary.rejected)
                         )
+            except ProjectionCacheError as error:  # e.g. a full disk: expected, no trace
+                log.warning("re-indexing the sessions roots failed: %s", error)
             except Exception:
                 log.exception("re-indexing the sessions roots failed")
         if store.options.durability != "write-behind":

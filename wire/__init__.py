@@ -1,10 +1,10 @@
 """wire: protocol v1 of agent-actors over ZeroMQ, and its trio client and server.
 
 Layout: the sans-IO core (``_messages``, ``_codec``, ``_codec_relay``, ``_errors``, ``_state``,
-``_server_protocol``, ``_client_protocol``, ``_shapes``, ``_endpoints``, ``_detached``,
-``_call_context``, ``_server_system``) never imports trio or zmq and never reads a clock;
-``_pump``, ``_server``, ``_client`` and ``_proxy`` are the thin trio transport. This module
-pulls together the public API. ``wire`` never imports ``actors``.
+``_server_protocol``, ``_client_protocol``, ``_shapes``, ``_constraints``, ``_endpoints``,
+``_detached``, ``_call_context``, ``_server_system``) never imports trio or zmq and never reads
+a clock; ``_pump``, ``_server``, ``_client`` and ``_proxy`` are the thin trio transport. This
+module pulls together the public API. ``wire`` never imports ``actors``.
 """
 
 from wire._client import Client as Client
@@ -12,6 +12,10 @@ from wire._client import ClientStatistics as ClientStatistics
 from wire._client import open_client as open_client
 from wire._codec import decode as decode
 from wire._codec import encode as encode
+from wire._constraints import NonNegativeFloat as NonNegativeFloat
+from wire._constraints import NonNegativeInt as NonNegativeInt
+from wire._constraints import PositiveInt as PositiveInt
+from wire._constraints import Range as Range
 from wire._detached import Detach as Detach
 from wire._detached import DetachedCall as DetachedCall
 from wire._endpoints import DEFERRED as DEFERRED

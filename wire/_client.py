@@ -8,7 +8,9 @@ already handed over but the caller has not run yet), the caller re-checks its sc
 returning and raises ``Cancelled``: a cancelled caller never sees a result.
 
 A relay that must not spend a task per call uses :meth:`Client.start_call` instead: the call's
-end goes to a callback, from the receive path.
+end goes to a callback, from the receive path. It passes its caller's cancel on with
+:meth:`Client.request_cancel`, which keeps the call tracked, so the callback still hears how it
+really ended (a result, if the call finished first).
 """
 
 from __future__ import annotations
@@ -117,7 +119,8 @@ class Client:
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         deadline = trio.current_effective_deadline()
-        deadline_ms = (deadline - self._now()) * 1000 if deadline != math.inf else None
+        # Clamped: the deadline may pass between the check above and this reading (§6).
+        deadline_ms = max(0.0, deadline - self._now()) * 1000 if deadline != math.inf else None
         task = trio.lowlevel.current_task()
         call_id, frame = self._protocol.start_call(
             task,
@@ -212,6 +215,20 @@ class Client:
                 self._pump.send_nowait(b"", cancel, force=True)
             except trio.ClosedResourceError:
                 pass  # the connection is gone; so is the server's interest in the call
+
+    def request_cancel(self, call_id: int, reason: CancelReason) -> bool:
+        """Ask the server to cancel ``call_id`` (started with :meth:`start_call`) and keep
+        waiting for it: ``on_done`` still reports its one end, which may be a result (the
+        call finished before the cancel reached it). A relay passes a cancel on this way and
+        answers with what really happened. Returns ``False`` if the call already ended."""
+        cancel = self._protocol.cancel_frame(call_id, reason)
+        if cancel is None:
+            return False
+        try:
+            self._pump.send_nowait(b"", cancel, force=True)
+        except trio.ClosedResourceError:
+            pass  # closing: the call ends unavailable, which on_done reports
+        return True
 
     def _send_call(self, call_id: int, frame: bytes) -> None:
         try:

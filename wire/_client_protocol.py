@@ -154,6 +154,14 @@ class ClientProtocol:
             return None
         return encode(Cancel(id=call_id, reason=reason))
 
+    def cancel_frame(self, call_id: int, reason: CancelReason) -> bytes | None:
+        """The cancel frame for ``call_id``, which stays tracked: its terminal frame is still
+        resolved (a relay passes a cancel on and answers with the outcome, which may be a
+        result). Returns ``None`` if the call already ended."""
+        if call_id not in self._pending:
+            return None
+        return encode(Cancel(id=call_id, reason=reason))
+
     def forget_call(self, call_id: int) -> None:
         """Drop ``call_id`` without telling the server (it was never sent)."""
         self._encoded.discard(call_id)

@@ -16,6 +16,12 @@ from typing import Any
 import msgpack
 
 from wire._errors import CancelReason, ErrorCode, LocalProtocolError, RemoteProtocolError
+from wire._extension_types import (
+    ExtensionTypeRefused,
+    holds_timestamp,
+    refuse_extension_type,
+    timestamp_refusal,
+)
 from wire._limits import salvage_call_id
 from wire._messages import (
     MESSAGE_TYPES,
@@ -172,11 +178,17 @@ def decode(frame: bytes, *, max_frame_bytes: int) -> Message:
             limit=max_frame_bytes,
         )
     try:
-        raw = msgpack.unpackb(frame, raw=False, strict_map_key=True)
+        raw = msgpack.unpackb(frame, raw=False, strict_map_key=True, ext_hook=refuse_extension_type)
+    except ExtensionTypeRefused as exc:
+        raise _bad(salvage_call_id(frame), str(exc)) from None
     except Exception as exc:  # msgpack raises several unrelated types for garbage input
         raise _bad(
             salvage_call_id(frame), f"undecodable frame: {type(exc).__name__}: {exc}"
         ) from None
+    # msgpack builds timestamps (ext -1) itself, past ext_hook. Their type byte 0xff never
+    # occurs in UTF-8, so for most frames one memchr is the whole cost.
+    if 255 in frame and holds_timestamp(raw):
+        raise _bad(salvage_call_id(frame), timestamp_refusal(raw))
     if type(raw) is not dict:
         raise _bad(None, f"frame must be a map, got {_type_name(raw)}")
     kind = raw.get("type")

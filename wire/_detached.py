@@ -4,16 +4,26 @@ A server that forwards a call to another server (the cluster supervisor) would o
 task and a cancel scope per call only to wait for the other side's answer, and those are most of
 its per-call cost. Instead its endpoint's ``run_inline`` returns :class:`Detach`: the server
 marks the call running, hands a :class:`DetachedCall` to ``Detach.begin``, and the call ends when
-whoever holds it reports the answer (from the client's receive path, say). Nothing else changes
-for the caller:
+whoever holds it reports the answer (from the client's receive path, say).
 
-- a cancel (caller, superseded, peer lost, shutdown) runs the holder's ``on_cancel`` with the
-  reason to pass on (``deadline`` when the caller's cancel says so or the deadline passed,
-  else ``caller``), then answers ``cancelled`` at once, as a cancelled handler task would; a
-  late answer is ignored, and so is an ``on_cancel`` that raises (it is logged: the caller
-  still gets its one terminal frame and the server keeps serving);
-- the call's deadline is the holder's to pass on (the other server enforces it), and the server
-  enforces it too, on its timer, for an answer that never comes;
+What the caller is told must be what happened, and only the server the call was handed on to
+knows that. So:
+
+- a cancel (caller, deadline, superseded, shutdown) runs the holder's ``on_cancel`` with the
+  reason, to pass it on, and the call stays in flight until the holder ends it with the other
+  server's answer: its result if the call finished first, :meth:`DetachedCall.cancelled` if
+  that server shows it never took effect, any other error as it came. An ``on_cancel`` that
+  raises is logged and the call is answered ``unavailable`` (outcome unknown): the server
+  keeps serving;
+- a cancel because the caller is gone (``peer-lost``) leaves nobody to answer: the holder's
+  ``on_abandon`` (else ``on_cancel``) passes it on and the call ends at once, without a frame;
+- the call's deadline is the holder's to pass on: the other server enforces it and answers
+  ``deadline-exceeded`` itself. The server waits :data:`ANSWER_GRACE` seconds past the
+  deadline, or past a cancel passed on, for that answer; then it stops waiting
+  (``on_abandon``) and answers ``unavailable`` with ``details.outcome`` ``unknown``, never a
+  ``cancelled`` or ``deadline-exceeded`` it cannot vouch for;
+- a holder that hands nothing on (no ``on_cancel``) is answered ``cancelled`` at once, and
+  ``deadline-exceeded`` at its deadline, as a handler task would be;
 - :meth:`DetachedCall.resume` moves the call onto the task path (a retry that must wait, for
   instance), with a cancel scope that carries the call's deadline.
 """
@@ -26,15 +36,19 @@ from typing import Any
 
 import attrs
 
-from wire._errors import CancelReason, WireError
+from wire._errors import CancelReason, ErrorCode, UnavailableError, WireError
 from wire._messages import Error, Result
 from wire._server_protocol import CallRecord, EncodedResult, Interrupted
 
-__all__ = ["Detach", "DetachedCall", "error_reply"]
+__all__ = ["ANSWER_GRACE", "Detach", "DetachedCall", "error_reply"]
 
 log = logging.getLogger("wire.server")
 
 Outcome = Result | Error | EncodedResult | Interrupted
+
+#: Seconds past a detached call's deadline, or past a cancel passed on, that its holder has to
+#: end it with the other server's answer before the server answers ``unavailable``.
+ANSWER_GRACE = 1.0
 
 
 def error_reply(call_id: int, error: WireError) -> Error:
@@ -52,12 +66,22 @@ class Detach:
 
 
 class DetachedCall:
-    """One detached call: end it with :meth:`succeed`, :meth:`fail` or :meth:`resume`.
+    """One detached call: end it with :meth:`succeed`, :meth:`fail`, :meth:`cancelled` or
+    :meth:`resume`.
 
-    Only the first end counts; a cancel or the deadline may have ended it already.
+    Only the first end counts; a lost caller or the server's give-up may have ended it already.
     """
 
-    __slots__ = ("_end", "_now", "_record", "_resume", "ended", "on_cancel")
+    __slots__ = (
+        "_cancelled_at",
+        "_end",
+        "_now",
+        "_record",
+        "_resume",
+        "ended",
+        "on_abandon",
+        "on_cancel",
+    )
 
     def __init__(
         self,
@@ -71,11 +95,15 @@ class DetachedCall:
         self._end = end
         self._resume = resume
         self._now = now
+        self._cancelled_at: float | None = None
         #: Whether the call was answered (or moved onto the task path).
         self.ended = False
-        #: Told why the call is being given up (``caller`` or ``deadline``) before the server
-        #: answers ``cancelled``: the holder passes the cancel on.
-        self.on_cancel: Callable[[CancelReason], None] | None = None
+        #: Told the reason of a cancel (``caller``, ``deadline``, ``superseded`` or
+        #: ``shutdown``): the holder passes it on and still ends the call with the answer.
+        self.on_cancel: Callable[[CancelReason], object] | None = None
+        #: Told when the call ended without the holder's answer (its caller is gone, or the
+        #: server stopped waiting): the holder passes the cancel on and forgets the call.
+        self.on_abandon: Callable[[CancelReason], object] | None = None
 
     @property
     def record(self) -> CallRecord:
@@ -85,6 +113,23 @@ class DetachedCall:
     def deadline(self) -> float | None:
         """The call's deadline on the server's (trio) clock, or ``None``."""
         return self._record.deadline
+
+    @property
+    def cancelling(self) -> bool:
+        """Whether a cancel was passed on and the call awaits the answer."""
+        return self._cancelled_at is not None
+
+    @property
+    def gives_up_at(self) -> float | None:
+        """When the server stops waiting for the holder's answer (its clock), or ``None``."""
+        deadline = self._record.deadline
+        if self.on_cancel is None:
+            return deadline  # nothing was handed on: the deadline is the server's to answer
+        limit = None if deadline is None else deadline + ANSWER_GRACE
+        if self._cancelled_at is not None:
+            after_cancel = self._cancelled_at + ANSWER_GRACE
+            limit = after_cancel if limit is None else min(limit, after_cancel)
+        return limit
 
     def succeed(self, value: Any) -> None:
         self._finish(Result(id=self._record.call.id, value=value))
@@ -96,6 +141,29 @@ class DetachedCall:
     def fail(self, error: WireError) -> None:
         self._finish(error_reply(self._record.call.id, error))
 
+    def cancelled(self, state: str | None = None) -> None:
+        """Answer ``cancelled``, as a handler stopped by the call's cancel would: the holder
+        knows the call never took effect (the server it was passed on to said so).
+
+        Args:
+            state: ``queued`` or ``running``, where the other server says the cancel found the
+                call (default: ``running``, as the call is here).
+        """
+        record = self._record
+        reason = record.cancel_reason
+        if state not in ("queued", "running") or reason is None:
+            self._finish(Interrupted.CANCELLED)
+            return
+        self._finish(
+            Error.of(
+                record.call.id,
+                ErrorCode.CANCELLED,
+                f"call cancelled while {state} ({reason.value})",
+                state=state,
+                reason=reason.value,
+            )
+        )
+
     def resume(self, handler: Callable[[], Awaitable[Any]]) -> None:
         """Go on in a task running ``handler()``, whose value or error answers the call."""
         if not self.ended:
@@ -103,26 +171,56 @@ class DetachedCall:
             self._resume(self, handler)
 
     def cancel(self) -> None:
-        """The server's cancel (the protocol asked for it): pass it on, answer ``cancelled``."""
-        if self.ended:
+        """The server's cancel (the protocol asked for it, ``record.cancel_reason`` says why):
+        pass it on; the holder's answer ends the call (see the module docstring)."""
+        if self.ended or self._cancelled_at is not None:
             return
         record = self._record
-        passed = record.deadline is not None and self._now() >= record.deadline
-        # The caller's own deadline may fire before ours (we count the budget from arrival).
-        says_deadline = record.cancel_reason is CancelReason.DEADLINE
-        self._give_up(CancelReason.DEADLINE if passed or says_deadline else CancelReason.CALLER)
-        self._finish(Interrupted.CANCELLED)
+        reason = record.cancel_reason or CancelReason.CALLER
+        if reason is CancelReason.PEER_LOST:
+            self._abandon(reason)  # nobody is left to answer: no frame goes out
+            self._finish(Interrupted.CANCELLED)
+            return
+        if self.on_cancel is None:
+            self._finish(Interrupted.CANCELLED)
+            return
+        now = self._now()
+        if reason is CancelReason.CALLER and record.deadline is not None and now >= record.deadline:
+            reason = CancelReason.DEADLINE
+        self._cancelled_at = now
+        try:
+            self.on_cancel(reason)
+        except Exception:
+            log.exception("passing on the cancel of call %s failed", record.call.id)
+            self._finish(self._unknown("its cancel could not be passed on"))
 
     def expire(self) -> None:
-        """The deadline passed with no answer: pass the cancel on, answer the deadline."""
-        if not self.ended:
-            self._give_up(CancelReason.DEADLINE)
+        """The server stopped waiting (:attr:`gives_up_at` passed): a call handed on is
+        answered ``unavailable``, outcome unknown; one that was not, ``deadline-exceeded``."""
+        if self.ended:
+            return
+        if self.on_cancel is None:
             self._finish(Interrupted.DEADLINE)
+            return
+        waited_for = "its cancel" if self._cancelled_at is not None else "its deadline"
+        self._abandon(self._record.cancel_reason or CancelReason.DEADLINE)
+        self._finish(self._unknown(f"no answer came within {ANSWER_GRACE:g} s of {waited_for}"))
 
-    def _give_up(self, reason: CancelReason) -> None:
-        if self.on_cancel is not None:
+    def _unknown(self, why: str) -> Error:
+        record = self._record
+        return error_reply(
+            record.call.id,
+            UnavailableError(
+                f"{record.call.endpoint} was handed on and {why}; it may have taken effect",
+                details={"outcome": "unknown"},
+            ),
+        )
+
+    def _abandon(self, reason: CancelReason) -> None:
+        hook = self.on_abandon or self.on_cancel
+        if hook is not None:
             try:
-                self.on_cancel(reason)
+                hook(reason)
             except Exception:
                 log.exception("passing on the cancel of call %s failed", self._record.call.id)
 

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from wire._constraints import range_of
 from wire._errors import ArgumentsInvalidError
 from wire._shapes import (
     ShapeError,
@@ -100,6 +101,7 @@ class EndpointSpec:
                     "type": describe_type(p.annotation),
                     "required": p.required,
                     **({"lookup": p.lookup} if p.lookup else {}),
+                    **_constraints(p.annotation),
                 }
                 for p in self.params
             ],
@@ -107,6 +109,15 @@ class EndpointSpec:
             "mutates": self.mutates,
             "doc": self.doc,
         }
+
+
+def _constraints(annotation: Any) -> dict[str, Any]:
+    """``{"constraints": {...}}`` for a number parameter (``Range.to_wire``), else ``{}``."""
+    found = range_of(annotation)
+    if found is None:
+        return {}
+    allowed, is_float = found
+    return {"constraints": allowed.to_wire(number=is_float)}
 
 
 class CallContext(Protocol):

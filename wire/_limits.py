@@ -1,5 +1,9 @@
 """Limits on hostile input that the frame size alone does not bound.
 
+A peer that stops reading makes the server hold its replies: :data:`DEFAULT_MAX_BACKLOG` and
+:data:`DEFAULT_MAX_BACKLOG_BYTES` bound what is kept for one peer before it is dropped as a
+slow consumer (``docs/protocol.md`` § 11.3), in frames and in bytes.
+
 An 8 MiB frame can hold a million-element array or a map nested thousands of levels deep;
 either costs far more to validate and to hand to a handler than its size suggests. The server
 checks every call's ``args`` against :class:`ArgumentLimits` before the call is admitted
@@ -21,6 +25,8 @@ import msgpack
 __all__ = [
     "DEFAULT_MAX_ARG_DEPTH",
     "DEFAULT_MAX_ARG_ITEMS",
+    "DEFAULT_MAX_BACKLOG",
+    "DEFAULT_MAX_BACKLOG_BYTES",
     "ArgumentLimits",
     "LimitExceeded",
     "check_arguments",
@@ -34,6 +40,14 @@ __all__ = [
 DEFAULT_MAX_ARG_DEPTH = 32
 #: Most elements in any one array or map inside ``args`` (``args`` itself included).
 DEFAULT_MAX_ARG_ITEMS = 65_536
+
+#: Frames held for one peer whose pipe is full before it is dropped (``[wire] maxBacklog``).
+DEFAULT_MAX_BACKLOG = 100_000
+#: Bytes held likewise (``[wire] maxBacklogBytes``). Frames alone did not bound memory: 100,000
+#: unread ``system/describe`` replies of 6.5 KB held 600 MB. 64 MiB holds eight replies of the
+#: largest frame (8 MiB), so a reader that is merely slow for a moment is not dropped for one
+#: large reply.
+DEFAULT_MAX_BACKLOG_BYTES = 64 * 1024 * 1024
 
 #: Call ids stay exact in a JavaScript number; repeated here so the module needs no codec.
 _MAX_CALL_ID = 2**53 - 1

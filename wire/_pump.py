@@ -22,24 +22,32 @@ that are about to queue frames (it says so through :attr:`SocketPump.expecting`)
 yields to them for a pass instead of going to sleep at all.
 
 Flow control: a send that would block (the peer's high-water mark is reached) is kept in a
-per-peer backlog and retried, never dropped. When a backlog passes ``max_backlog`` frames the
-peer is reported through ``on_stuck`` (the server drops such a slow consumer; the client fails
-the call with ``overloaded``).
+per-peer backlog and retried, never dropped (``wire/_backlog.py``). When a backlog passes
+``max_backlog`` frames or ``max_backlog_bytes`` bytes the peer is reported through
+``on_stuck`` (the server drops such a slow consumer; the client fails the call with
+``overloaded``). Once a large backlog is gone, the pump hands the freed heap back to the
+system (:func:`~wire._memory.release_memory`).
+
+Sharing the server's time: each drain may take a budget of frames and start that many tasks;
+when a drain's work (inline, and in the tasks it started) outlasts ``_PASS_BUDGET``, a server's
+pump halves the budget, so another peer's call read next waits behind a few handlers, not
+behind a batch of a greedy peer's expensive calls.
 """
 
 from __future__ import annotations
 
 import collections
 import math
-import os
-import select
 from collections.abc import Callable
 from typing import Any
 
 import trio
 import zmq
 
-from wire._errors import OverloadedError
+from wire._backlog import HeldFrames
+from wire._limits import DEFAULT_MAX_BACKLOG, DEFAULT_MAX_BACKLOG_BYTES
+from wire._memory import release_memory
+from wire._waker import Waker
 
 __all__ = ["SocketPump"]
 
@@ -49,6 +57,14 @@ __all__ = ["SocketPump"]
 #: (512 before), client and server took turns, and 128 echo calls in flight ran at half the
 #: rate (measured on a 2-CPU VM: about 16,000 against 31,000 calls/s with 32 or 64).
 _RECEIVE_BATCH = 32
+#: How long one drain's work may take, what it does inline plus the tasks it starts, when
+#: more is waiting (seconds): a call that arrives meanwhile waits that long to be read. Over
+#: it, a server's pump halves how many frames a drain may take and tasks it may start (its
+#: budget, ``_MIN_BUDGET`` to ``_RECEIVE_BATCH``); under half of it, doubles it again. Cheap
+#: calls keep the full batch (32 echo calls take under 1 ms); 32 ``system/describe`` handlers
+#: a greedy peer sent at once took 3 to 5 ms, and another peer's call waited behind each batch.
+_PASS_BUDGET = 0.002
+_MIN_BUDGET = 4
 #: How often a pump with a backlog retries sends that would have blocked (seconds).
 _BACKLOG_RETRY = 0.002
 #: Messages per drain that are preceded by an ``EVENTS`` check. ``EVENTS`` costs a few µs and
@@ -72,48 +88,6 @@ _BASE_SEND: Callable[..., Any] = getattr(zmq.Socket.__mro__[1], "send", zmq.Sock
 _BASE_GET: Callable[..., Any] = getattr(zmq.Socket.__mro__[1], "get", zmq.Socket.get)
 
 
-class _Waker:
-    """An epoll set holding the socket's FD and an eventfd: waiting on the set wakes for socket
-    activity or for :meth:`wake`, without a cancel scope."""
-
-    def __init__(self, socket_fd: int) -> None:
-        self.eventfd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self.epoll = select.epoll()
-        try:
-            self.epoll.register(socket_fd, select.EPOLLIN)
-            self.epoll.register(self.eventfd, select.EPOLLIN)
-        except BaseException:
-            self.close()
-            raise
-        self.fd = self.epoll.fileno()
-        #: Whether the eventfd holds a wake that was not consumed yet.
-        self.pending = False
-
-    @classmethod
-    def create(cls, socket_fd: int) -> _Waker | None:
-        """A waker, or ``None`` where epoll or eventfd is missing (not Linux)."""
-        if not (hasattr(select, "epoll") and hasattr(os, "eventfd")):
-            return None
-        return cls(socket_fd)
-
-    def wake(self) -> None:
-        if not self.pending:
-            self.pending = True
-            os.eventfd_write(self.eventfd, 1)
-
-    def consume(self) -> None:
-        if self.pending:
-            self.pending = False
-            try:
-                os.eventfd_read(self.eventfd)
-            except BlockingIOError:
-                pass
-
-    def close(self) -> None:
-        self.epoll.close()
-        os.close(self.eventfd)
-
-
 class _DroppableFrame(bytes):
     """A frame that is dropped, not held, when its peer's pipe is full (a subclass, so the
     common path tells it apart only where a send would block)."""
@@ -128,8 +102,10 @@ class SocketPump:
         on_receive: ``(peer, frames)`` for each received message; ``peer`` is ``b""`` on a
             DEALER. Runs in the pump task; must not block.
         on_unreachable: ``(peer)`` when the ROUTER cannot route to ``peer`` any more.
-        on_stuck: ``(peer)`` when ``peer``'s backlog passed ``max_backlog``.
+        on_stuck: ``(peer)`` when ``peer``'s backlog passed ``max_backlog`` or
+            ``max_backlog_bytes``.
         max_backlog: Frames kept per peer while its pipe is full.
+        max_backlog_bytes: Bytes kept per peer while its pipe is full.
     """
 
     def __init__(
@@ -140,18 +116,23 @@ class SocketPump:
         on_receive: Callable[[bytes, list[bytes]], None],
         on_unreachable: Callable[[bytes], None] = lambda peer: None,
         on_stuck: Callable[[bytes], None] = lambda peer: None,
-        max_backlog: int = 100_000,
+        max_backlog: int = DEFAULT_MAX_BACKLOG,
+        max_backlog_bytes: int = DEFAULT_MAX_BACKLOG_BYTES,
     ) -> None:
         self._socket = socket
         self._router = router
         self._on_receive = on_receive
         self._on_unreachable = on_unreachable
-        self._on_stuck = on_stuck
         self._max_backlog = max_backlog
+        self._max_backlog_bytes = max_backlog_bytes
         self._outgoing: collections.deque[tuple[bytes, bytes]] = collections.deque()
-        self._backlog: dict[bytes, collections.deque[bytes]] = {}
+        self._held = HeldFrames(
+            max_frames=max_backlog, max_bytes=max_backlog_bytes, on_stuck=on_stuck
+        )
+        #: Peer → held frames (the dict itself: the hot path tests and reads it directly).
+        self._backlog = self._held.by_peer
         #: How a sleeping pump is woken: the waker (Linux), else the scope around its wait.
-        self._waker: _Waker | None = None
+        self._waker: Waker | None = None
         self._wake_scope: trio.CancelScope | None = None
         self._sleeping = False
         self._running = False
@@ -170,6 +151,12 @@ class SocketPump:
         #: do. The owner increments it before the task is scheduled and decrements it when the
         #: task runs; while it is positive the pump yields instead of sleeping on the FD.
         self.expecting = 0
+        #: Frames a drain may take and tasks it may start (see ``_PASS_BUDGET``; a server's
+        #: peers share its time, a client's one peer has nobody to share it with), when the
+        #: last drain that used it all started, and whether the pump slept since.
+        self._budget = _RECEIVE_BATCH
+        self._limited_at = -math.inf
+        self._slept = False
         #: Frames sent and received, for statistics.
         self.sent = 0
         self.received = 0
@@ -187,13 +174,13 @@ class SocketPump:
         if self._closed:
             raise trio.ClosedResourceError("socket pump is closed")
         if not force and self._backlog:
-            backlog = self._backlog.get(peer)
-            if backlog is not None and len(backlog) >= self._max_backlog:
-                raise OverloadedError(
-                    "peer is not reading: send backlog is full",
-                    details={"limit": self._max_backlog},
-                )
+            refusal = self._held.refusal(peer)
+            if refusal is not None:
+                raise refusal
         self._outgoing.append((peer, _DroppableFrame(frame) if droppable else frame))
+        self._wake()
+
+    def _wake(self) -> None:
         if self._sleeping:
             self._sleeping = False
             if self._waker is not None:
@@ -201,8 +188,18 @@ class SocketPump:
             elif self._wake_scope is not None:
                 self._wake_scope.cancel()
 
+    def held_for(self, peer: bytes) -> tuple[int, int] | None:
+        """Frames and bytes held back for ``peer`` (its pipe was full at the last try), or
+        ``None`` when nothing is."""
+        return self._held.held_for(peer) if self._backlog else None
+
     def backlog_size(self) -> int:
-        return sum(len(b) for b in self._backlog.values())
+        """Frames held for peers whose pipe is full."""
+        return self._held.frame_count()
+
+    def backlog_bytes(self) -> int:
+        """Bytes of the frames held for peers whose pipe is full."""
+        return self._held.byte_count()
 
     async def run(self) -> None:
         """Pump until cancelled. Only one task may run this.
@@ -215,23 +212,43 @@ class SocketPump:
         self._running = True
         self._clock = trio.lowlevel.current_clock().current_time
         fd = self._socket.FD
-        self._waker = _Waker.create(fd)
+        self._waker = Waker.create(fd)
         idle_yields = 0
+        deferred = 0  # passes in a row that left the socket unread
         try:
             while True:
+                if self._held.trim_due:
+                    # Here, between passes: no flush in progress still holds freed frames.
+                    self._held.trim_due = False
+                    release_memory()
                 if self._outgoing or self._backlog:
                     self._flush()
                 if self._stale:
-                    self._drain()
-                    if self._outgoing:
-                        # Replies produced while draining (inline handlers, protocol
-                        # answers): send them now, not after a scheduler pass, then look at
-                        # the socket again (a send may have consumed the FD's signal).
-                        self._flush()
-                        self._drain()
-                if self._outgoing or self._stale:
-                    # Frames queued while draining, or a drain that stopped before EVENTS
-                    # showed it empty: go round again after letting other tasks run.
+                    if (
+                        self.expecting < self._budget
+                        or not self._router
+                        or deferred >= _MAX_IDLE_YIELDS
+                    ):
+                        deferred = 0
+                        limited = self._drain()
+                        if self._outgoing:
+                            # Replies produced while draining (inline handlers, protocol
+                            # answers): send them now, not after a scheduler pass, then look
+                            # at the socket again (a send may have consumed the FD's signal),
+                            # unless the drain used a budget that slow work had cut or left
+                            # tasks to run first (the flush left the socket stale anyway).
+                            self._flush()
+                            if not limited or self._full_budget_inline():
+                                self._drain()
+                    else:
+                        # A batch of tasks we started has not run yet: read more only once it
+                        # has, so a call that arrives now waits behind one batch of handlers,
+                        # not behind every call a greedy peer managed to send (a few passes at
+                        # most: a miscounted ``expecting`` must not stop the reading).
+                        deferred += 1
+                if self._outgoing or self._stale or self._held.trim_due:
+                    # Frames queued while draining, a drain that stopped before EVENTS showed
+                    # it empty, or a trim due: go round again after letting other tasks run.
                     idle_yields = 0
                     await trio.lowlevel.checkpoint()
                     continue
@@ -261,6 +278,7 @@ class SocketPump:
         Called only when EVENTS was read after the last socket operation and showed nothing to
         receive (``_stale`` is false): the FD signals changes only.
         """
+        self._slept = True  # the time until the next drain says nothing about handlers
         waker = self._waker
         if waker is None:
             with trio.CancelScope() as scope:
@@ -292,11 +310,11 @@ class SocketPump:
         """Send what is queued without waiting (used during shutdown)."""
         self._flush()
 
-    def _drain(self) -> int:
-        """Receive every ready message (up to a batch).
+    def _drain(self) -> bool:
+        """Receive every ready message, up to the budget; whether it stopped on the budget.
 
         Clears ``_stale`` when ``EVENTS`` showed nothing more to read; a drain that ended on
-        ``zmq.Again`` or on the batch limit leaves it set, so the next pass checks again.
+        ``zmq.Again`` or on the budget leaves it set, so the next pass checks again.
         """
         socket = self._socket
         recv = socket.recv
@@ -304,8 +322,13 @@ class SocketPump:
         on_receive = self._on_receive
         count = 0
         now = self.received_at = self._clock()
+        if router:
+            self._fit_budget(now)
+        budget = self._budget
+        started_limit = self.expecting + budget if router else math.inf
+        limited = False
         try:
-            while count < _RECEIVE_BATCH:
+            while count < budget:
                 if count < _PROBED_RECEIVES:
                     if not _BASE_GET(socket, _EVENTS) & _POLLIN:
                         self._stale = False
@@ -320,10 +343,37 @@ class SocketPump:
                     frames.append(part.bytes)
                 count += 1
                 on_receive(peer, frames)
+                if self.expecting >= started_limit:
+                    break
+            limited = count >= budget or self.expecting >= started_limit
         except zmq.Again:
             self.drained_at = now
         self.received += count
-        return count
+        if limited:
+            self._limited_at = now
+        return limited
+
+    def _full_budget_inline(self) -> bool:
+        """Whether the last drain ran its calls inline on an uncut budget (or this is a
+        client's pump): then a second drain in the same pass is cheap and keeps throughput."""
+        return not self._router or (self.expecting == 0 and self._budget == _RECEIVE_BATCH)
+
+    def _fit_budget(self, now: float) -> None:
+        """Fit the drain budget to how long the last drain that used it all took, with the
+        tasks it started, up to ``now`` (see ``_PASS_BUDGET``)."""
+        budget = self._budget
+        if self._slept or self._limited_at == -math.inf:
+            # The last drain read all there was, or the pump waited for work since: grow back,
+            # not at once (a greedy peer's next calls may be on their way).
+            spent = 0.0
+        else:
+            spent = now - self._limited_at
+        self._slept = False
+        self._limited_at = -math.inf
+        if spent > _PASS_BUDGET and budget > _MIN_BUDGET:
+            self._budget = budget // 2
+        elif spent < _PASS_BUDGET / 2 and budget < _RECEIVE_BATCH:
+            self._budget = budget * 2
 
     def verified_empty_at(self, now: float) -> float:
         """When the socket was last known to hold nothing unread: ``now`` while the pump
@@ -337,7 +387,7 @@ class SocketPump:
 
     def _flush(self) -> None:
         if self._backlog:
-            self._retry_backlog()
+            self._held.retry(self._send)
         outgoing = self._outgoing
         if not outgoing:
             return
@@ -351,9 +401,9 @@ class SocketPump:
         while outgoing:
             peer, frame = outgoing.popleft()
             if backlogs:
-                backlog = backlogs.get(peer)
-                if backlog is not None:
-                    self._hold(peer, backlog, frame)
+                if peer in backlogs:
+                    if type(frame) is not _DroppableFrame:
+                        self._held.hold(peer, frame)
                     continue
             try:
                 if router:
@@ -363,7 +413,7 @@ class SocketPump:
                 send(socket, frame, _NOBLOCK)
             except zmq.Again:
                 if type(frame) is not _DroppableFrame:
-                    self._hold(peer, backlogs.setdefault(peer, collections.deque()), frame)
+                    self._held.hold(peer, frame)
                 continue
             except zmq.ZMQError as exc:
                 if exc.errno == zmq.EHOSTUNREACH:
@@ -372,20 +422,6 @@ class SocketPump:
                 raise
             sent += 1
         self.sent += sent
-
-    def _hold(self, peer: bytes, backlog: collections.deque[bytes], frame: bytes) -> None:
-        if type(frame) is _DroppableFrame:
-            return
-        backlog.append(frame)
-        if len(backlog) == self._max_backlog + 1:
-            self._on_stuck(peer)
-
-    def _retry_backlog(self) -> None:
-        for peer, backlog in list(self._backlog.items()):
-            while backlog and self._send(peer, backlog[0]):
-                backlog.popleft()
-            if not backlog:
-                self._backlog.pop(peer, None)
 
     def _send(self, peer: bytes, frame: bytes) -> bool:
         """Send one frame; ``False`` if it would block."""
@@ -407,9 +443,11 @@ class SocketPump:
     def forget_peer(self, peer: bytes) -> None:
         """Drop ``peer``'s backlog and the frames queued for it (it was dropped by the
         protocol): left queued, they would refill a backlog that nothing drains any more."""
-        self._backlog.pop(peer, None)
+        self._held.forget(peer)
         outgoing = self._outgoing
         if any(queued == peer for queued, _ in outgoing):
             kept = [item for item in outgoing if item[0] != peer]
             outgoing.clear()  # in place: a flush in progress keeps popping this deque
             outgoing.extend(kept)
+        if self._held.trim_due:
+            self._wake()

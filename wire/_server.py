@@ -30,6 +30,7 @@ from wire._detached import Detach, DetachedCall, Outcome, error_reply
 from wire._endpoints import DEFERRED, Endpoint, EndpointSpec, Registry
 from wire._errors import (
     ErrorCode,
+    OverloadedError,
     UnauthorizedError,
     UnknownEndpointError,
     WireError,
@@ -60,6 +61,11 @@ log = logging.getLogger("wire.server")
 #: Timer resolution for heartbeats and peer timeouts (seconds); the loss bound is
 #: ``peer_timeout + _TICK``.
 _TICK = 0.1
+#: Messages ZeroMQ holds per peer before the pump holds (and counts the bytes of) the rest.
+#: libzmq keeps them until the peer reads or disconnects, dropped or not, so only a low mark
+#: bounds them (10,000 held 65 MB of describe replies); much lower and a client that reads in
+#: bursts finds its pipe full and its calls refused (§ 11.3).
+_SEND_HWM = 1000
 #: Name of every handler task (a string: trio would otherwise format one per task).
 _HANDLER_TASK_NAME = "wire.server.call"
 
@@ -98,7 +104,7 @@ class Server:
         self._pump: SocketPump | None = None
         self._nursery: trio.Nursery | None = None
         self._handler_tasks = 0
-        #: Detached calls with a deadline, which the timer enforces.
+        #: Detached calls with a deadline or a cancel passed on: the timer bounds their wait.
         self._expiring: set[DetachedCall] = set()
         self._calls_total = 0
         self._cancelled_total = 0
@@ -140,7 +146,7 @@ class Server:
                 raise
         socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
         socket.setsockopt(zmq.LINGER, 1000)
-        socket.setsockopt(zmq.SNDHWM, 10_000)
+        socket.setsockopt(zmq.SNDHWM, _SEND_HWM)
         socket.setsockopt(zmq.RCVHWM, 10_000)
         # Frames over the limit get a too-large error from the codec; ZeroMQ itself only cuts
         # off a peer whose frame is far beyond it, so a huge frame is never buffered whole.
@@ -157,6 +163,7 @@ class Server:
                 on_unreachable=lambda peer: self._apply(self._protocol.peer_unreachable(peer)),
                 on_stuck=self._drop_stuck,
                 max_backlog=self.limits.max_backlog,
+                max_backlog_bytes=self.limits.max_backlog_bytes,
             )
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -186,6 +193,9 @@ class Server:
             return
         self._stopping = True
         self._apply(self._protocol.shutdown())
+        if self._protocol.in_flight and self._idle.is_set():
+            # Detached calls hold no task, yet are in flight until their holders answer.
+            self._idle = trio.Event()
         with trio.move_on_after(grace):
             await self._idle.wait()
         if self._pump is not None:
@@ -244,8 +254,12 @@ class Server:
                 case Send(peer, frame, droppable):
                     self._send(peer, frame, droppable=droppable)
                 case CancelCall(record):
-                    if record.handle is not None:
-                        record.handle.cancel()
+                    handle = record.handle
+                    if handle is not None:
+                        handle.cancel()
+                        if type(handle) is DetachedCall and not handle.ended:
+                            # Its cancel was passed on: the timer bounds the wait for the answer.
+                            self._expiring.add(handle)
                 case PeerGreeted(peer, hello):
                     log.debug("peer %s greeted (%s)", peer.hex(), hello.name)
                 case PeerDropped(peer, reason):
@@ -257,6 +271,8 @@ class Server:
     def _drop_stuck(self, peer: bytes) -> None:
         """``peer`` stopped reading and its backlog is full: drop it, and its backlog even
         when the protocol no longer knows it (frames for a stranger are moot)."""
+        frames, size = (self._pump.held_for(peer) if self._pump else None) or (0, 0)
+        log.warning("peer %s is not reading: %d frames, %d bytes held", peer.hex(), frames, size)
         events = self._protocol.drop_peer(peer, "not reading")
         if events:
             self._apply(events)  # PeerDropped forgets its backlog
@@ -281,6 +297,18 @@ class Server:
             return None
         return security.authorize(self._caller, spec)
 
+    def _not_reading(self, peer: bytes) -> WireError | None:
+        """Why a call of ``peer`` is refused while its replies are held back (its pipe is
+        full): running it would only add a reply to the held ones, and encoding replies nobody
+        reads is what let a peer that stops reading take the server's time from the others."""
+        held = self._pump.held_for(peer) if self._pump is not None else None
+        if held is None:
+            return None
+        return OverloadedError(
+            f"not reading: {held[0]} frames ({held[1]} bytes) for this peer are held back",
+            details={"heldFrames": held[0], "heldBytes": held[1]},
+        )
+
     def _start(self, record: CallRecord) -> None:
         self._calls_total += 1
         call = record.call
@@ -289,6 +317,8 @@ class Server:
         args: dict[str, Any] = {}
         if self._stopping:
             failure = WireError("server is shutting down", code=ErrorCode.UNAVAILABLE)
+        elif (held := self._not_reading(record.peer)) is not None:
+            failure = held
         elif endpoint is None:
             failure = UnknownEndpointError(f"unknown endpoint {call.endpoint!r}")
         elif (refusal := self._refusal(endpoint.spec)) is not None:
@@ -442,9 +472,10 @@ class Server:
                 self._expire_detached(now)
 
     def _expire_detached(self, now: float) -> None:
-        """End the detached calls whose deadline passed with no answer (the server they went
-        to enforces it too; this covers one that never answers)."""
-        for call in [c for c in self._expiring if (c.deadline or now) <= now]:
+        """End the detached calls whose answer is overdue (past the deadline, or past a cancel
+        passed on, by the grace): the server they went to answers for itself, this covers
+        one that never does."""
+        for call in [c for c in self._expiring if (at := c.gives_up_at) is not None and at <= now]:
             call.expire()
 
 

@@ -21,6 +21,7 @@ from wire._errors import CancelReason, ErrorCode, LocalProtocolError, RemoteProt
 from wire._limits import (
     DEFAULT_MAX_ARG_DEPTH,
     DEFAULT_MAX_ARG_ITEMS,
+    DEFAULT_MAX_BACKLOG_BYTES,
     ArgumentLimits,
     check_arguments,
     is_flat,
@@ -69,9 +70,10 @@ class ServerLimits:
     max_in_flight: int = 4096
     #: Calls all peers together may have in flight; more are answered ``overloaded``.
     max_in_flight_total: int = 65536
-    #: Frames held per peer whose pipe is full before it is dropped as a slow consumer (not
-    #: announced; ``[wire] maxBacklog``).
+    #: Frames and bytes held per peer whose pipe is full before it is dropped as a slow
+    #: consumer (not announced; ``[wire] maxBacklog`` and ``maxBacklogBytes``).
     max_backlog: int = 100_000
+    max_backlog_bytes: int = DEFAULT_MAX_BACKLOG_BYTES
     #: Deepest nesting of arrays and maps in a call's ``args`` (``args`` is depth 1).
     max_arg_depth: int = DEFAULT_MAX_ARG_DEPTH
     #: Most elements in any one array or map of a call's ``args``.

@@ -4,19 +4,24 @@ The server checks call arguments against a handler's annotations and the client 
 against the declared result type, both with :func:`converter_for`: an annotation is compiled
 once into a function that validates (and, for attrs classes and enums, builds) the value. attrs
 instances travel as maps keyed by their wire names: the field's ``metadata[WIRE_NAME]`` if set,
-else the camelCase form of the field name (``display_title`` → ``displayTitle``).
+else the camelCase form of the field name (``display_title`` → ``displayTitle``). A number's
+constraint (``Annotated[float, Range(min=0)]``, see ``_constraints``) is checked with its type,
+and a plain ``float`` must be finite.
 """
 
 from __future__ import annotations
 
 import enum
 import functools
+import math
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
+
+from wire._constraints import FINITE, Range
 
 __all__ = [
     "WIRE_NAME",
@@ -44,6 +49,10 @@ class ShapeError(ValueError):
     def __init__(self, path: str, message: str) -> None:
         super().__init__(f"{path}: {message}" if path else message)
         self.path = path
+
+
+class _OutOfRange(ShapeError):
+    """A value of the right type outside its declared :class:`Range`."""
 
 
 def camel_case(name: str) -> str:
@@ -100,13 +109,15 @@ def converter_for(annotation: Any) -> Converter:
     if annotation is int:
         return _integer
     if annotation is float:
-        return _number
+        return _finite_number
     if annotation is str:
         return _scalar(str, "a string")
     if annotation is bytes:
         return _scalar(bytes, "binary")
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _annotated(args[0], args[1:])
     if origin in (typing.Union, types.UnionType):
         return _union([converter_for(a) for a in args], describe_type(annotation))
     if origin is typing.Literal:
@@ -158,13 +169,52 @@ def _number(value: Any, path: str) -> Any:
     raise ShapeError(path, f"expected a number, got {_kind(value)}")
 
 
+def _finite_number(value: Any, path: str) -> Any:
+    """A plain ``float``: finite unless its annotation says otherwise (``_constraints``)."""
+    if type(value) is float:
+        if math.isfinite(value):
+            return value
+        raise _OutOfRange(path, f"must be {FINITE.rule(number=True)}, got {value!r}")
+    return _number(value, path)
+
+
+def _annotated(base: Any, metadata: tuple[Any, ...]) -> Converter:
+    ranges = [m for m in metadata if isinstance(m, Range)]
+    if not ranges:
+        return converter_for(base)
+    if base is int:
+        return _ranged(_integer, ranges[-1], number=False)
+    if base is float:
+        return _ranged(_number, ranges[-1], number=True)
+    raise TypeError(f"Range applies to int or float, not {base!r}")
+
+
+def _ranged(convert_number: Converter, allowed: Range, *, number: bool) -> Converter:
+    def convert(value: Any, path: str) -> Any:
+        value = convert_number(value, path)
+        problem = allowed.problem(value, number=number)
+        if problem is not None:
+            raise _OutOfRange(path, problem)
+        return value
+
+    return convert
+
+
 def _union(options: list[Converter], expected: str) -> Converter:
     def convert(value: Any, path: str) -> Any:
+        closest: ShapeError | None = None
         for option in options:
             try:
                 return option(value, path)
-            except ShapeError:
-                continue
+            except _OutOfRange as exc:
+                closest = closest or exc
+            except ShapeError as exc:
+                # An alternative that failed inside the value (a record's field) had the
+                # right kind; its error says more than "expected A | B".
+                if exc.path != path:
+                    closest = closest or exc
+        if closest is not None:
+            raise closest
         raise ShapeError(path, f"expected {expected}, got {_kind(value)}")
 
     return convert
@@ -226,7 +276,7 @@ def _enum(cls: type[enum.Enum]) -> Converter:
 
 
 def _attrs_class(cls: type) -> Converter:
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     plan = [
         (
             _field_wire_name(f),
@@ -273,6 +323,9 @@ def describe_type(annotation: Any) -> str:
         return simple[annotation]
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        # The constraint is listed beside the type, as data (``Range.to_wire``).
+        return describe_type(args[0])
     if origin in (typing.Union, types.UnionType):
         return " | ".join(describe_type(a) for a in args)
     if origin is typing.Literal:
@@ -292,7 +345,7 @@ def describe_type(annotation: Any) -> str:
 
 def describe_record(cls: type) -> dict[str, str]:
     """Field wire names → type spellings for an attrs class (the ``types`` of describe)."""
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     return {_field_wire_name(f): describe_type(hints[f.name]) for f in attrs.fields(cls)}
 
 
@@ -305,7 +358,7 @@ def records_in(annotation: Any) -> list[type]:
             if a in found:
                 return
             found.append(a)
-            for hint in typing.get_type_hints(a).values():
+            for hint in typing.get_type_hints(a, include_extras=True).values():
                 visit(hint)
             return
         for arg in typing.get_args(a):

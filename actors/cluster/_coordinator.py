@@ -2,8 +2,8 @@
 
 One host ships `InProcessCoordinator` (held by the supervisor) and `RemoteCoordinator` (the
 workers' view of it over the wire); the multi-host issue backs the same interface with etcd.
-Every implementation must pass ``tests/actors/cluster/coordinator_contract.py``. The rules, written so
-they map one to one onto etcd v3:
+Every implementation must pass ``tests/actors/cluster/coordinator_contract.py``. The rules,
+written so they map one to one onto etcd v3:
 
 - **Revision.** Every change (join, leave, lease expiry, claim, release) increments one
   cluster-wide revision (etcd's header revision).

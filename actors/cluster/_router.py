@@ -19,12 +19,22 @@ from the receive path and answered from the owner's reply, whose result value is
 still encoded (never decoded and re-encoded here). Everything else takes the task path through
 `call_owner`, and so does a relayed call whose owner answers ``moved`` (the retry waits for the
 next view).
+
+On both paths the supervisor never answers ``cancelled`` on its own: only the owner knows
+whether the call took effect. A cancel (the caller's, a supersede, a deadline, the supervisor's
+shutdown) is passed on and the caller gets the owner's answer: ``cancelled`` when the owner
+stopped it (or answered ``moved``: it never ran), its result when it had finished first, its
+``deadline-exceeded``. An owner that cannot answer (its process died, its connection is lost)
+gives ``unavailable`` or ``peer-lost``, and one silent for `wire`'s answer grace after the
+cancel or the deadline gives ``unavailable`` with ``details.outcome`` ``unknown``: the call
+may have taken effect.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -35,6 +45,7 @@ from actors.cluster._gate import ClusterRegistry, shard_map
 from actors.cluster._pool import ClientPool
 from actors.cluster._shards import shard_of
 from actors.cluster._storage import stranded
+from actors.store import keyed_session_id
 from wire import (
     DEFERRED,
     CallCancelledError,
@@ -44,13 +55,21 @@ from wire import (
     Detach,
     DetachedCall,
     Endpoint,
+    PeerLostError,
     UnavailableError,
     WireError,
 )
+from wire._detached import ANSWER_GRACE
 from wire._errors import MovedError
 from wire._proxy import specs_from_describe
 
-__all__ = ["ROUTING_KEYS", "call_owner", "forwarding_registry", "routing_key"]
+__all__ = [
+    "ROUTING_KEYS",
+    "call_owner",
+    "call_to_outcome",
+    "forwarding_registry",
+    "routing_key",
+]
 
 #: Arguments that name the agent a call is about, in order of preference. ``sessionId``
 #: routes ``sessions/create`` to the shard the new session will live in.
@@ -68,7 +87,9 @@ def routing_key(args: Mapping[str, Any]) -> str | None:
         value = args.get(key)
         if isinstance(value, str) and value:
             return value
-    return None
+    # A create that names no session but carries an idempotency key makes the session its key
+    # names: route it (and every retry) to that session's shard.
+    return keyed_session_id(args)
 
 
 async def call_owner(
@@ -82,6 +103,7 @@ async def call_owner(
     result: Any = Any,
     max_wait: float = MAX_OWNER_WAIT,
     answered: Callable[[Claim], None] | None = None,
+    relayed: bool = False,
 ) -> Any:
     """Call ``endpoint`` on the owner of ``agent_id``'s shard.
 
@@ -90,6 +112,9 @@ async def call_owner(
         view: The latest cluster view.
         wait_change: Waits (at most the given seconds) for the view to change.
         answered: Told the claim (from ``view``) of the worker whose result is returned.
+        relayed: The call answers another caller (the supervisor's task path): a cancel is
+            passed on and the owner's answer returned or raised (`call_to_outcome`; ``result``
+            is not checked). Otherwise a cancel abandons the call, as ``Client.call`` does.
 
     Raises:
         UnavailableError: no owner within ``max_wait`` seconds.
@@ -125,7 +150,10 @@ async def call_owner(
                 client = None
             if client is not None:
                 try:
-                    value = await client.call(endpoint, args, result=result)
+                    if relayed:
+                        value = await call_to_outcome(client, endpoint, args)
+                    else:
+                        value = await client.call(endpoint, args, result=result)
                 except (MovedError, CallCancelledError) as exc:
                     answer = _owner_error(exc, claim, endpoint, agent_id)
                     if answer is exc:
@@ -165,6 +193,75 @@ def _owner_error(error: WireError, claim: Claim, endpoint: str, agent_id: str) -
     )
 
 
+class _Answer:
+    """The one end of a call started with ``Client.start_call``, for a task to wait on."""
+
+    __slots__ = ("done", "error", "value")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.value: Any = None
+        self.error: WireError | None = None
+
+    def __call__(self, value: Any, error: WireError | None) -> None:
+        self.value, self.error = value, error
+        self.done.set()
+
+
+def _never_ran(error: WireError) -> bool:
+    """Whether the owner's answer to a call it was asked to cancel shows it had no effect."""
+    return isinstance(error, CallCancelledError | MovedError)
+
+
+def _unknown_outcome(endpoint: str, reason: str) -> UnavailableError:
+    return UnavailableError(
+        f"the owner did not answer {endpoint} within {ANSWER_GRACE:g} s of its {reason}; "
+        "it may have taken effect",
+        details={"outcome": "unknown"},
+    )
+
+
+async def call_to_outcome(client: Client, endpoint: str, args: dict[str, Any]) -> Any:
+    """``client.call`` for a call that answers another caller: if this task is cancelled, the
+    cancel is passed on and the owner's own answer awaited (shielded, at most ``ANSWER_GRACE``
+    seconds), so what the caller is told is what happened.
+
+    Returns:
+        The owner's result, even when the cancel came too late to stop it.
+
+    Raises:
+        trio.Cancelled: cancelled, and the owner answered ``cancelled`` or ``moved`` (the call
+            had no effect).
+        UnavailableError: cancelled, and the owner did not answer in time
+            (``details.outcome``: ``unknown``).
+        WireError: the owner's error (``deadline-exceeded``, ``peer-lost``, …).
+    """
+    await trio.lowlevel.checkpoint_if_cancelled()  # nothing sent yet: a cancel is the truth
+    deadline = trio.current_effective_deadline()
+    budget = None if deadline == math.inf else max(0.0, deadline - trio.current_time()) * 1000
+    answer = _Answer()
+    call_id = client.start_call(endpoint, args, deadline_ms=budget, on_done=answer)
+    try:
+        await answer.done.wait()
+    except trio.Cancelled:
+        now = trio.current_time()
+        reason = CancelReason.DEADLINE if now >= deadline else CancelReason.CALLER
+        client.request_cancel(call_id, reason)
+        with trio.move_on_after(ANSWER_GRACE, shield=True):
+            await answer.done.wait()
+        if not answer.done.is_set():
+            client.cancel_call(call_id, reason)
+            raise _unknown_outcome(endpoint, reason.value) from None
+        if answer.error is None:
+            return answer.value  # it finished before the cancel reached it
+        if _never_ran(answer.error):
+            raise
+        raise answer.error from None
+    if answer.error is not None:
+        raise answer.error
+    return answer.value
+
+
 def _relay(
     client: Client,
     claim: Claim,
@@ -174,13 +271,24 @@ def _relay(
     retry: Callable[[], Awaitable[Any]],
     call: DetachedCall,
 ) -> None:
-    """Send ``call`` on to its owner through ``client`` and answer it from the owner's reply."""
+    """Send ``call`` on to its owner through ``client`` and answer it from the owner's reply;
+    a cancel is passed on and answered the same way (``wire/_detached.py``)."""
     deadline = call.deadline
-    budget = None if deadline is None else (deadline - trio.current_time()) * 1000
+    # Clamped: a pause (a garbage collection, say) may have spent the budget since arrival,
+    # and a negative deadlineMs is a bad request; 0 is answered deadline-exceeded unrun (§6).
+    budget = None if deadline is None else max(0.0, deadline - trio.current_time()) * 1000
 
     def done(value: Any, error: WireError | None) -> None:
         if error is None:
             call.succeed_encoded(value)  # the owner's result, passed on as it was encoded
+            return
+        if call.cancelling:
+            # Our cancel reached the owner (or crossed its answer): the answer is the truth.
+            if _never_ran(error):
+                # ``moved``: no handler ever saw it, like a call cancelled while queued.
+                call.cancelled(error.state if isinstance(error, CallCancelledError) else "queued")
+            else:
+                call.fail(error)
             return
         answer = _owner_error(error, claim, endpoint, agent_id)
         if answer is None:
@@ -188,10 +296,15 @@ def _relay(
         else:
             call.fail(answer)
 
-    call_id = client.start_call(
-        endpoint, args, deadline_ms=budget, encoded_result=True, on_done=done
-    )
-    call.on_cancel = functools.partial(client.cancel_call, call_id)
+    try:
+        call_id = client.start_call(
+            endpoint, args, deadline_ms=budget, encoded_result=True, on_done=done
+        )
+    except (PeerLostError, UnavailableError):
+        call.resume(retry)  # not sent (the owner's connection just went): safe to retry
+        return
+    call.on_cancel = functools.partial(client.request_cancel, call_id)
+    call.on_abandon = functools.partial(client.cancel_call, call_id)
 
 
 class _ForwardEndpoint(Endpoint):
@@ -224,9 +337,9 @@ def forwarding_registry(
         async def forward(context: CallContext, args: dict[str, Any]) -> Any:
             agent_id = routing_key(args)
             if agent_id is not None:
-                return await call_owner(pool, view, wait_change, name, args, agent_id)
+                return await call_owner(pool, view, wait_change, name, args, agent_id, relayed=True)
             client = await pool.get(any_worker())
-            return await client.call(name, args)
+            return await call_to_outcome(client, name, args)
 
         return forward
 
@@ -240,7 +353,9 @@ def forwarding_registry(
             client = pool.ready(claim.endpoint) if claim is not None else None
             if claim is None or client is None:
                 return DEFERRED  # no owner yet, or not connected: call_owner waits for both
-            retry = functools.partial(call_owner, pool, view, wait_change, name, args, agent_id)
+            retry = functools.partial(
+                call_owner, pool, view, wait_change, name, args, agent_id, relayed=True
+            )
             return Detach(functools.partial(_relay, client, claim, name, args, agent_id, retry))
 
         return relay

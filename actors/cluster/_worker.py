@@ -38,6 +38,7 @@ from actors.cluster._pool import ClientPool
 from actors.cluster._router import call_owner
 from actors.cluster._shards import shard_of
 from actors.cluster._storage import Placement
+from actors.store import keyed_session_id
 from wire import Server
 from wire._errors import MovedError
 
@@ -67,7 +68,8 @@ def _router(
         if gate_creates and endpoint == CREATE_ENDPOINT and target is not None:
             agent_id = args.get("sessionId")
             if agent_id is None:
-                agent_id = gate.fresh_session_id()
+                # A keyed create names its session by its key, so every retry comes here.
+                agent_id = keyed_session_id(args) or gate.fresh_session_id()
                 args = {**args, "sessionId": agent_id}
             mutates = True
         if not isinstance(agent_id, str) or target is None:

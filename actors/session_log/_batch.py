@@ -69,6 +69,8 @@ class BatchWriter:
         self._pending_since: float | None = None
         self._epoch = epoch
         self._epoch_opened = epoch_opened
+        #: ``(epoch, epoch_opened)`` as of the last durable batch, for `discard`.
+        self._durable_fence = (epoch, epoch_opened)
 
     def open(self, *, truncate_to: int | None = None) -> None:
         """Open the existing transcript for appending, cutting a torn tail at ``truncate_to``.
@@ -152,17 +154,39 @@ class BatchWriter:
         if event["type"] == EPOCH_OPEN_TYPE and fence_epoch(event) == self._epoch:
             self._epoch_opened = True
 
-    def flush(self) -> int:
-        """Write every queued event as one batch; on failure they stay queued.
+    def flush(self, *, keep_on_failure: bool = False) -> int:
+        """Write every queued event as one batch.
+
+        Args:
+            keep_on_failure: keep the batch queued when the write fails (for an owner that
+                discards it itself, or retries it); by default it is discarded.
 
         Returns:
             The number of events written.
 
         Raises:
-            LogWriteError: the write failed (the file keeps its previous size).
+            LogWriteError: the write failed (nothing of the batch is in the file).
         """
         if not self._pending:
             return 0
+        try:
+            written = self._write_pending()
+        except Exception:
+            if not keep_on_failure:
+                self.discard()
+            raise
+        self._durable_fence = (self._epoch, self._epoch_opened)
+        return written
+
+    def discard(self) -> None:
+        """Forget the queued batch, as if it had never been queued."""
+        self._pending.clear()
+        self._pending_since = None
+        # An epoch-open among the discarded events is not in the log: the next batch needs one.
+        epoch, opened = self._durable_fence
+        self._epoch_opened = opened and epoch == self._epoch
+
+    def _write_pending(self) -> int:
         # Events keep the line serialised at append time; only packed rows are new. The
         # pending events are alive, so no new row can share an id() with one of them.
         lines = {id(event): line for event, line in self._pending}

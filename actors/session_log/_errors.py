@@ -14,22 +14,31 @@ The tree mirrors the three failure families of upstream's loader
 
 Every read error names the file and the reason; its message is
 ``<reason> (raw log: <path>)``, which is upstream's exact wording for refusals.
+
+A write fails with `LogWriteError`, or with its subclass `LogStorageError` when the file system
+refused it; `storage_reason` sorts the OS error into ``no-space``, ``read-only`` or
+``io-error``.
 """
 
 from __future__ import annotations
 
+import errno as _errno
 from pathlib import Path
-from typing import Self
+from typing import Literal, Self
 
 __all__ = [
     "LogCorruptError",
     "LogLayoutError",
     "LogNotFoundError",
     "LogReadError",
+    "LogStorageError",
     "LogUnsupportedError",
     "LogValidationError",
     "LogVersionError",
     "LogWriteError",
+    "StorageReason",
+    "errno_name",
+    "storage_reason",
 ]
 
 # The session-query error codes upstream's query layer wraps inspection failures in
@@ -130,6 +139,50 @@ class LogLayoutError(LogReadError):
 
 class LogWriteError(Exception):
     """A write was refused or failed; nothing already durable was changed."""
+
+
+StorageReason = Literal["no-space", "read-only", "io-error"]
+"""Why the file system refused a write (`storage_reason`)."""
+
+# EFBIG (a file size limit, RLIMIT_FSIZE) refuses growth exactly as a full disk does.
+_NO_SPACE = frozenset({_errno.ENOSPC, _errno.EDQUOT, _errno.EFBIG})
+_READ_ONLY = frozenset({_errno.EROFS, _errno.EACCES, _errno.EPERM})
+
+
+def storage_reason(number: int | None) -> StorageReason:
+    """Classify an OS error number: ``no-space`` (ENOSPC, EDQUOT, EFBIG), ``read-only`` (EROFS,
+    EACCES, EPERM), else ``io-error`` (EIO and anything else the OS says)."""
+    if number in _NO_SPACE:
+        return "no-space"
+    if number in _READ_ONLY:
+        return "read-only"
+    return "io-error"
+
+
+class LogStorageError(LogWriteError):
+    """The file system refused a write (no space, read-only, an I/O error); none of the
+    write's bytes remain in the log (`LogFile` cuts a failed append back).
+
+    Attributes:
+        path: the file written.
+        os_error: what the OS raised.
+        reason: `storage_reason` of its errno.
+        errno_name: its symbolic errno (``ENOSPC``), None when the OS gave no number.
+    """
+
+    def __init__(self, message: str, *, path: Path, os_error: OSError) -> None:
+        super().__init__(message)
+        self.path = path
+        self.os_error = os_error
+        self.reason: StorageReason = storage_reason(os_error.errno)
+        self.errno_name = errno_name(os_error.errno)
+
+
+def errno_name(number: int | None) -> str | None:
+    """The symbolic name of an OS error number (``ENOSPC``), None for None."""
+    if number is None:
+        return None
+    return _errno.errorcode.get(number, f"E{number}")
 
 
 def version_refusal(session_id: str, version: int | float) -> str:

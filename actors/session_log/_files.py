@@ -2,18 +2,22 @@
 
 `session-log-format.md` §2.1: "First materialization writes `<final-file>.<12 hex>.tmp`,
 fsyncs it, publishes it with a hard link (POSIX), then unlinks the temp." Later batches
-are appended; a failed append restores the previous size, since partial bytes would
-duplicate seqs when the batch is retried.
+are appended. A failed write leaves nothing behind: a failed publish removes what it created,
+and a failed append cuts the file back to its last durable end, since bytes of a batch that was
+never acknowledged must not become events (a whole line would read as one, and events can be
+recovered from a torn zstd frame, §6.4). When even the cut is refused, it is retried before the
+next append and at close. Every OS error is raised as `LogStorageError`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import secrets
 from pathlib import Path
 
-from actors.session_log._errors import LogWriteError
+from actors.session_log._errors import LogStorageError, LogWriteError
 
 __all__ = ["LogFile"]
 
@@ -45,6 +49,8 @@ class LogFile:
         self.path = path
         self.fsync = fsync
         self._fd: int | None = None
+        #: The durable end to cut back to, while bytes of a failed append may lie past it.
+        self._cut_to: int | None = None
 
     @property
     def is_open(self) -> bool:
@@ -60,28 +66,27 @@ class LogFile:
         try:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         except OSError as error:
-            raise LogWriteError(f"{self.path}: cannot open for append: {error}") from error
+            raise self._failed("cannot open for append", error) from error
 
     def publish(self, content: bytes) -> None:
-        """Create the file with `content` atomically, then open it for appending.
+        """Create the file with `content` atomically, then keep it open for appending.
 
         Raises:
-            LogWriteError: the file already exists or cannot be created; nothing is left
-                behind (no partial file, no temp file).
+            LogWriteError: the file already exists, or (`LogStorageError`) it cannot be
+                created; nothing is left behind (no partial file, no temp file, no log).
         """
         directory = self.path.parent
         tmp = self.path.with_name(f"{self.path.name}.{secrets.token_hex(6)}.tmp")
+        fd: int | None = None
+        linked = False
         try:
             self._make_dirs(directory)
             if self.path.exists():
                 raise LogWriteError(f"{self.path}: refusing to materialize: a log already exists")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            try:
-                _write_all(fd, content)
-                if self.fsync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
+            _write_all(fd, content)
+            if self.fsync:
+                os.fsync(fd)
             try:
                 # link(), not rename(): link fails if the final path exists, so two
                 # writers materialising one id cannot clobber each other.
@@ -90,15 +95,30 @@ class LogFile:
                 raise LogWriteError(
                     f"{self.path}: refusing to materialize: a log already exists"
                 ) from None
+            linked = True
             if self.fsync:
                 _fsync_dir(directory)
+            # The descriptor written through is the log's: keep it (a reopen could fail
+            # after the log is published), appending from now on.
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
         except OSError as error:
-            raise LogWriteError(f"{self.path}: cannot create session log: {error}") from error
+            if fd is not None:
+                os.close(fd)
+            if linked:
+                # Published but not durable: the caller is told it failed, so the log must
+                # not stay (the link is ours alone: link() refuses an existing path).
+                with contextlib.suppress(OSError):
+                    self.path.unlink()
+            raise self._failed("cannot create session log", error) from error
+        except BaseException:
+            if fd is not None:
+                os.close(fd)
+            raise
         finally:
             # The log is published (or was never); the temp link is now redundant.
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
-        self.open()
+        self._fd = fd
 
     def _make_dirs(self, directory: Path) -> None:
         missing: list[Path] = []
@@ -115,19 +135,38 @@ class LogFile:
         """Append `payload` (one batch), durably when `fsync` is on.
 
         Raises:
-            LogWriteError: the write or sync failed; the file was cut back to its size
-                before the call.
+            LogStorageError: the write or sync failed; the file was cut back to its size
+                before the call (or, if the OS refused even that, is cut before any later
+                append, which is refused until it is).
         """
         fd = self._require_fd()
-        size = os.fstat(fd).st_size
+        try:
+            self._cut_back(fd)
+            size = os.fstat(fd).st_size
+        except OSError as error:
+            raise self._failed(
+                "append refused: a failed append's bytes cannot be cut back", error
+            ) from error
         try:
             _write_all(fd, payload)
             if self.fsync:
                 os.fsync(fd)
         except OSError as error:
-            with contextlib.suppress(OSError):  # the original error is the one to report
-                os.ftruncate(fd, size)
-            raise LogWriteError(f"{self.path}: append failed: {error}") from error
+            self._cut_to = size
+            with contextlib.suppress(OSError):  # the write's error is the one to report
+                self._cut_back(fd)
+            raise self._failed("append failed", error) from error
+
+    def _cut_back(self, fd: int) -> None:
+        """Cut the bytes of a failed append (if any) off the file, durably."""
+        if self._cut_to is not None:
+            os.ftruncate(fd, self._cut_to)
+            if self.fsync:
+                os.fsync(fd)
+            self._cut_to = None
+
+    def _failed(self, what: str, error: OSError) -> LogStorageError:
+        return LogStorageError(f"{self.path}: {what}: {error}", path=self.path, os_error=error)
 
     def truncate(self, size: int) -> None:
         """Cut the file to `size` bytes (drop a torn tail).
@@ -141,13 +180,18 @@ class LogFile:
             if self.fsync:
                 os.fsync(fd)
         except OSError as error:
-            raise LogWriteError(f"{self.path}: repair failed: {error}") from error
+            raise self._failed("repair failed", error) from error
 
     def close(self) -> None:
-        """Release the file descriptor (idempotent)."""
+        """Release the file descriptor (idempotent), cutting a failed append's bytes off first
+        if that is still due (best effort: a cut the OS refuses even now leaves them)."""
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            os.close(fd)
+            try:
+                with contextlib.suppress(OSError):
+                    self._cut_back(fd)
+            finally:
+                os.close(fd)
 
     def _require_fd(self) -> int:
         if self._fd is None:

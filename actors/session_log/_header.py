@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import attrs
 
+from actors.session_log._idempotency import CreationKey
 from actors.session_log._json import is_negative_zero, safe_int
 
 __all__ = ["RETIRED_KEYS_REASON", "SESSION_FORMAT_VERSION", "HeaderError", "SessionHeader"]
@@ -84,6 +85,9 @@ class SessionHeader:
     """Agent preset the session was composed from."""
     version: int = SESSION_FORMAT_VERSION
     """Log format version; always 0 for headers this build reads or writes."""
+    idempotency: CreationKey | None = None
+    """The idempotency key the session was created with (header ``"idempotency"``, an
+    extension upstream drops on read; `actors.session_log._idempotency`)."""
 
     @classmethod
     def from_record(cls, record: object) -> SessionHeader:
@@ -138,6 +142,7 @@ class SessionHeader:
             delegation_depth=depth,
             agent_preset=agent_preset if isinstance(agent_preset, str) else None,
             version=number,
+            idempotency=CreationKey.from_record(record.get("idempotency")),
         )
 
     def validate_for_restore(self) -> None:
@@ -175,4 +180,6 @@ class SessionHeader:
         record["delegationDepth"] = self.delegation_depth
         if self.agent_preset is not None:
             record["agentPreset"] = self.agent_preset
+        if self.idempotency is not None:
+            record["idempotency"] = self.idempotency.to_record()
         return record

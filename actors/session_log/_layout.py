@@ -19,12 +19,14 @@ from typing import Literal
 from actors.session_log._errors import LogLayoutError
 
 __all__ = [
+    "MAX_SEGMENT_BYTES",
     "NO_CWD_DIR",
     "Compression",
     "compression_of",
     "decode_segment",
     "encode_segment",
     "find_session_log",
+    "fits_one_segment",
     "iter_session_logs",
     "log_path",
     "log_suffix",
@@ -38,6 +40,10 @@ Compression = Literal["zstd", "none"]
 
 NO_CWD_DIR = "_no-cwd"
 """Project directory of sessions whose header has no cwd."""
+
+MAX_SEGMENT_BYTES = 255
+"""Longest file name Linux and macOS file systems take (``NAME_MAX``): a session id whose
+encoded segment is longer cannot have a session directory, so no log of it can exist."""
 
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 _SEPARATORS = frozenset("/\\:")
@@ -93,6 +99,12 @@ def encode_segment(raw: str) -> str:
         # "~" itself is escaped so the mapping stays injective.
         parts.append(char if char in _SAFE else _escape(unit))
     return "".join(parts)
+
+
+def fits_one_segment(session_id: str) -> bool:
+    """Whether `session_id` can name a session directory: its encoded segment is a legal file
+    name (at most `MAX_SEGMENT_BYTES`)."""
+    return session_id != "" and len(encode_segment(session_id).encode()) <= MAX_SEGMENT_BYTES
 
 
 def decode_segment(segment: str) -> str:
@@ -220,6 +232,9 @@ def find_session_log(
             the other encoding, or a flat-layout file is present.
         ValueError: `session_id` is empty.
     """
+    if not fits_one_segment(session_id):
+        encode_segment(session_id)  # raises for the empty id
+        return None  # no directory can have this name; asking the OS would fail ENAMETOOLONG
     segment = encode_segment(session_id)
     matches: list[Path] = []
     for project in _project_dirs(Path(root)):

@@ -13,12 +13,15 @@ from typing import Any
 
 import attrs
 
+from actors.session_log._batch import BatchWriter
 from actors.session_log._epoch_repair import fenced_repair
 from actors.session_log._epochs import StaleEpochError
+from actors.session_log._json import dumps_line
 from actors.session_log._reader import LoadedSession
 from actors.session_log._surface import SurfaceFolder
+from actors.session_log._title_fold import TitleFold
 
-__all__ = ["Resumption", "repair_batch", "resumption"]
+__all__ = ["Resumption", "commit_repair", "repair_batch", "resumption"]
 
 
 @attrs.frozen(kw_only=True)
@@ -85,3 +88,39 @@ def repair_batch(
         return None, list(loaded.events[durable:])
     folder, fenced = fenced_repair(loaded, durable, marker, clock())
     return folder, list(fenced)
+
+
+def commit_repair(
+    batches: BatchWriter,
+    loaded: LoadedSession,
+    durable: int,
+    titles: TitleFold,
+    clock: Callable[[], int],
+) -> SurfaceFolder | None:
+    """Open the log of ``loaded`` for appending: cut its torn tail and write its repair batch.
+
+    Args:
+        batches: the reopening writer's batches (nothing queued yet).
+        loaded: the log as loaded.
+        durable: events wholly on disk (`Resumption.durable_count`).
+        titles: the writer's title fold, which takes the records of a fenced repair.
+        clock: the writer's clock.
+
+    Returns:
+        The fold after a fenced repair, None when the loaded fold stands.
+
+    Raises:
+        LogWriteError: the file cannot be opened, cut or written (nothing of the repair
+            batch is in it).
+    """
+    batches.open(truncate_to=loaded.torn.truncate_to if loaded.torn else None)
+    if durable >= len(loaded.events):
+        return None
+    folder, repair = repair_batch(loaded, durable, batches.next_marker(), clock)
+    for event in repair:
+        if folder is not None:  # a fenced repair's batch holds new records
+            titles.track(event)
+        # An epoch record among them marks the batches opened under the epoch.
+        batches.add(dict(event), dumps_line(event))
+    batches.flush()
+    return folder

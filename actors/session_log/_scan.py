@@ -28,6 +28,7 @@ from actors.session_log._header import (
     HeaderError,
     SessionHeader,
 )
+from actors.session_log._idempotency import partial_keyed_batch
 from actors.session_log._json import js_str, parse_header_line, parse_line
 from actors.session_log._sequence import Item, PackedRun
 from actors.session_log._zstd import decode_frame, decode_torn_prefix, scan_frames
@@ -422,7 +423,16 @@ def scan_zstd(buffer: bytes) -> ScanResult:
         # "EOF inside the last frame → torn tail: the complete lines decodable from that
         # partial frame are kept, the rest dropped"; repair truncates to the frame start.
         durable = scanner.count
+        recovered_from = len(scanner.items)
         scanner.write(decode_torn_prefix(buffer[scan.torn_start :]))
+        # A keyed batch is all or nothing (`_idempotency`): one cut inside the torn frame
+        # is dropped whole, so its key reads as never written and a retry writes it once.
+        cut = partial_keyed_batch(scanner.items, recovered_from, scanner.count)
+        if cut is not None:
+            key = scanner.items[cut]
+            assert type(key) is dict  # a key record, not a packed row
+            scanner.count = key["seq"]
+            del scanner.items[cut:]
         torn = TornTail(truncate_to=scan.torn_start, durable_count=durable)
     return ScanResult(
         header=header,

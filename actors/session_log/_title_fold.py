@@ -52,6 +52,12 @@ class TitleFold:
         seen = any(event.get("type") == "subagent/descriptor" for event in singles)
         return cls(title=session_title(events), descriptor=descriptor, descriptor_seen=seen)
 
+    def copy(self) -> TitleFold:
+        """An independent copy (to go back to when a batch is discarded)."""
+        return TitleFold(
+            title=self._title, descriptor=self._descriptor, descriptor_seen=self._descriptor_seen
+        )
+
     @property
     def title(self) -> SessionTitle | None:
         """The current title (last `session/title`)."""

@@ -1,11 +1,12 @@
 """The single writer of one DSH session log (synchronous file I/O).
 
-`session-log-format.md` §2.1 and §9. Creating a session writes nothing; the first
-flush materialises header and first batch together (temp file, fsync, hard-link
-publish, so a crash never leaves a half-written log). Every later flush appends one
-batch: one zstd frame (or raw lines) holding every event appended since the last flush,
-with chunk runs packed. The owner decides when to flush (upstream: a fixed 200 ms
-window and explicit barriers); `pending_since` supports such a window.
+`session-log-format.md` §2.1 and §9. Creating a session writes nothing; the first flush
+materialises header and first batch together (temp file, fsync, hard-link publish, so a crash
+never leaves a half-written log). Every later flush appends one batch: one zstd frame (or raw
+lines) holding every event appended since the last flush, with chunk runs packed. The owner
+decides when to flush (upstream: a fixed 200 ms window and explicit barriers); `pending_since`
+supports such a window. A batch that fails to write leaves nothing in the file and is discarded:
+the writer goes back to its last durable batch (`actors.session_log._checkpoint`).
 
 A writer given a fencing epoch (a clustered owner) opens its first batch with an epoch-open
 record and every later batch with an epoch marker (`actors.session_log._epochs`); a writer without
@@ -23,6 +24,7 @@ from types import TracebackType
 from typing import Any
 
 from actors.session_log._batch import BatchWriter
+from actors.session_log._checkpoint import Checkpoint
 from actors.session_log._errors import LogWriteError
 from actors.session_log._events import EventError
 from actors.session_log._header import HeaderError, SessionHeader
@@ -30,7 +32,7 @@ from actors.session_log._json import dumps_line, parse_line
 from actors.session_log._layout import Compression, compression_of
 from actors.session_log._legacy import check_new_event
 from actors.session_log._reader import LoadedSession, load_session
-from actors.session_log._resume import repair_batch, resumption
+from actors.session_log._resume import commit_repair, resumption
 from actors.session_log._surface import SurfaceError, SurfaceFolder
 from actors.session_log._title_fold import TitleFold
 from actors.session_log._titles import SessionTitle, SubagentDescriptor, normalize_title
@@ -87,6 +89,7 @@ class SessionLogWriter:
         )
         self._closed = False
         self._titles = titles if titles is not None else TitleFold()
+        self._checkpoint = Checkpoint()
 
     # --- construction ---
 
@@ -162,9 +165,7 @@ class SessionLogWriter:
             loaded: the transcript as already loaded by the caller, who guarantees that the
                 file has not changed since (e.g. it holds the session's write lock and
                 compared the file's identity); saves reading and validating it again.
-            fsync: as for `create`.
-            pack_chunks: as for `create`.
-            clock: as for `create`.
+            fsync, pack_chunks, clock: as for `create`.
             epoch: the fencing epoch to write under; None continues under the log's own
                 highest epoch, if it has one (else the log stays plain). Under an epoch the
                 repair batch opens with the epoch record.
@@ -191,17 +192,13 @@ class SessionLogWriter:
             epoch=resumed.epoch,
             epoch_opened=resumed.epoch_opened,
         )
-        writer._batches.open(truncate_to=loaded.torn.truncate_to if loaded.torn else None)
-        if durable < len(loaded.events):
-            folder, repair = repair_batch(loaded, durable, writer.next_marker(), writer._clock)
-            for event in repair:
-                if folder is not None:  # a fenced repair's batch holds new records
-                    writer._titles.track(event)
-                # An epoch record among them marks the batches opened under the epoch.
-                writer._batches.add(dict(event), dumps_line(event))
-            if folder is not None:
-                writer._folder = folder
-            writer.flush()
+        try:
+            folder = commit_repair(writer._batches, loaded, durable, writer._titles, writer._clock)
+        except BaseException:
+            writer._batches.close()
+            raise
+        if folder is not None:
+            writer._folder = folder
         return writer
 
     # --- state ---
@@ -315,6 +312,7 @@ class SessionLogWriter:
         """
         if self._closed:
             raise LogWriteError(f"{self._path}: writer is closed")
+        self._begin_batch(None)  # _validate folds in place
         marker = self.next_marker()
         if marker is not None:
             self._append_one(
@@ -358,6 +356,8 @@ class SessionLogWriter:
                 seq, event_type, f"event is not losslessly JSON-serializable ({error})"
             ) from None
         recorded: dict[str, Any] = parse_line(line)
+        if isinstance(recorded.get("surfaceOp"), dict):
+            self._checkpoint.before_replacement(self._folder)
         self._validate(recorded)
         self._batches.add(recorded, line)
         self._titles.track(recorded)
@@ -387,6 +387,7 @@ class SessionLogWriter:
                 f"{self._path}: checked events do not continue the log at seq {first}"
             )
         self._batches.check_opens_batch(events)
+        self._begin_batch(folder)
         for event in events:
             self._batches.add(dict(event), dumps_line(event))
             self._titles.track(event)
@@ -429,20 +430,48 @@ class SessionLogWriter:
 
     # --- flushing ---
 
-    def flush(self) -> int:
+    def flush(self, *, keep_on_failure: bool = False) -> int:
         """Write every pending event as one batch (one zstd frame, or raw lines).
 
-        The first flush materialises the file. With `fsync` on, the batch is durable
-        when this returns. On failure the file is restored to its previous size and the
-        events stay pending, so a retry writes them exactly once.
+        The first flush materialises the file. With `fsync` on, the batch is durable when
+        this returns. A failed write leaves nothing of the batch in the file and, by default,
+        discards it (`discard_pending`): an error means nothing was written, then or later.
+
+        Args:
+            keep_on_failure: keep a batch that fails to write pending instead: its owner
+                discards it (e.g. on another thread) or retries it with the next flush.
 
         Returns:
             The number of events written.
 
         Raises:
-            LogWriteError: the write failed.
+            LogWriteError: the write failed; `LogStorageError` when the file system refused
+                it (no space, read-only, an I/O error).
         """
-        return self._batches.flush()
+        try:
+            written = self._batches.flush(keep_on_failure=True)
+        except Exception:
+            if not keep_on_failure:
+                self.discard_pending()
+            raise
+        self._checkpoint.clear()
+        return written
+
+    def discard_pending(self) -> None:
+        """Forget the pending events: the seq counter, surface, title and descriptor go back
+        to the last durable batch, as if the events had never been appended."""
+        self._batches.discard()
+        saved = self._checkpoint.restore(self._folder)
+        if saved is not None:
+            self._folder, self._titles = saved
+
+    def _begin_batch(self, folder: SurfaceFolder | None) -> None:
+        """Save the durable folds before a batch's first event is queued (``folder``: the fold
+        that will replace the writer's; None: the writer's is folded in place)."""
+        if not self._batches.pending_count:
+            self._checkpoint.save(self._folder, self._titles, replaced=folder is not None)
+        elif folder is not None:  # an in-place batch goes on in a replaced fold
+            self._checkpoint.before_replacement(self._folder)
 
     def close(self) -> None:
         """Flush pending events and release the file; later appends are refused."""

@@ -38,8 +38,9 @@ class SessionSummary:
     """One listed session as the projection cache knows it (no log reads).
 
     ``label`` and ``display_title`` are the raw projection values: ``None`` means no
-    projection answered (e.g. a cold session without a checkpoint, or one seeded straight
-    to disk), and discovery then falls back to the id (resp. the label).
+    projection answered (e.g. a cold session without a checkpoint, one seeded straight to
+    disk, or one whose log is listed by its header but does not load), and discovery then
+    falls back to the id (resp. the label).
     """
 
     #: Session id (header ``id``).

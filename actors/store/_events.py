@@ -17,6 +17,7 @@ import attrs
 
 from actors.session_log import (
     FENCE_TYPES,
+    IDEMPOTENCY_KEY_TYPE,
     SurfaceFolder,
     check_new_event,
     dumps_line,
@@ -116,12 +117,14 @@ def check_batch(
     """Validate a batch as one unit against a copy of ``folder``.
 
     Args:
-        items: the host's events; the fencing types (`actors.session_log._epochs`) are reserved for
-            the store and rejected.
+        items: the host's events; the fencing types (`actors.session_log._epochs`) and the
+            idempotency key record (`actors.session_log._idempotency`) are reserved for the
+            store and rejected.
         folder: the session's fold.
         session_id: the session id (for error messages).
         time_ms: the batch's ``time``.
-        prefix: the store's own records to put ahead of the host's (an epoch record).
+        prefix: the store's own records to put ahead of the host's (an epoch record, a key
+            record).
 
     Returns:
         The fold after the batch (``folder`` itself is untouched) and the recorded events
@@ -143,6 +146,10 @@ def check_batch(
         if item.type in FENCE_TYPES:
             raise AppendRejectedError(
                 index, item.type, seq, "this event type is reserved for the store's fencing"
+            )
+        if item.type == IDEMPOTENCY_KEY_TYPE:
+            raise AppendRejectedError(
+                index, item.type, seq, "this event type is reserved for idempotency keys"
             )
         try:
             event = record_event(item, seq, time_ms)

@@ -4,7 +4,10 @@ What ``agent-actors index --sessions DIR`` runs, and what the store runs at star
 it serves. The walk follows the layout of `session-log-format.md` §2.1: ``<root>/<project>/
 <session>/session.jsonl[.zstd]``. A transcript whose size and mtime match its cache row (or its
 recorded rejection) is not read again; every other one is loaded completely, exactly as a read
-would load it, and either indexed or rejected with the loader's reason. Unlike upstream's
+would load it, and indexed, or rejected with the loader's reason. A log whose body fails but
+whose header passes the listing's shape check is still indexed, with the reason in its row's
+``load_error``: upstream's listing reads headers only (§2.4), so the session is listed and
+a reference candidate, and only a read of it fails. Unlike upstream's
 listing, which fails as a whole on a layout error (mixed encodings, a flat-layout file, a
 duplicate id, a header naming another path, §2.3 and §2.4), the indexer rejects just the files
 concerned and indexes the rest.
@@ -25,14 +28,17 @@ from actors.session_log import (
     Compression,
     LoadedSession,
     LogReadError,
+    SessionHeader,
     compression_of,
     load_session,
     log_path,
     log_suffix,
+    read_header,
     session_title,
     subagent_label,
 )
-from actors.store._projection_cache import CachedSession, ProjectionCache, Rejection
+from actors.store._cache_rows import CachedSession, Rejection
+from actors.store._projection_cache import ProjectionCache
 
 __all__ = [
     "IndexProgress",
@@ -40,6 +46,7 @@ __all__ = [
     "IndexingError",
     "ProgressBar",
     "detect_compression",
+    "header_row",
     "index_sessions",
     "render_summary",
     "row_for",
@@ -74,13 +81,15 @@ class IndexSummary:
     found: int
     """Transcripts found."""
     indexed: int
-    """Transcripts read and accepted in this run."""
+    """Transcripts read in this run and listed (a row written), whether or not their body
+    loaded."""
     unchanged: int
     """Transcripts skipped because size and mtime matched (indexed or rejected before)."""
     removed: int
     """Cache rows dropped because their transcript is gone."""
     rejected: tuple[Rejection, ...]
-    """Every transcript of the root that is not indexed, with the reason (old and new)."""
+    """Every transcript of the root that does not load, with the reason (old and new); those
+    whose header is listed all the same say so (`Rejection.listed`)."""
     seconds: float
 
 
@@ -188,6 +197,7 @@ def index_sessions(
     transcripts, rejections = _walk(root, compression)
     known = cache.file_states(root_id)
     known_rejected = cache.rejected_of_root(root_id)
+    known_failed = cache.load_errors(root_id)
     total = len(transcripts)
     if progress is not None:
         progress(IndexProgress(done=0, total=total))
@@ -206,6 +216,8 @@ def index_sessions(
         if row is not None and row[1:] == (size, mtime) and row[0] not in seen:
             seen[row[0]] = key
             unchanged += 1
+            if key in known_failed:
+                rejections.append(Rejection(path=key, reason=known_failed[key], listed=True))
         elif old_rejection is not None and old_rejection[:2] == (size, mtime):
             rejections.append(Rejection(path=key, reason=old_rejection[2]))
             unchanged += 1
@@ -220,6 +232,8 @@ def index_sessions(
                 seen[outcome.session_id] = key
                 batch.append(outcome)
                 indexed += 1
+                if outcome.load_error is not None:
+                    rejections.append(Rejection(path=key, reason=outcome.load_error, listed=True))
                 if len(batch) >= _BATCH:
                     cache.upsert(batch)
                     batch.clear()
@@ -254,11 +268,23 @@ def _read_one(
     seen: dict[str, str],
     cache: ProjectionCache,
 ) -> CachedSession | Rejection:
+    loaded: LoadedSession | None = None
+    failure: str | None = None
     try:
         loaded = load_session(path)
+        header = loaded.header
     except LogReadError as error:
-        return Rejection(path=str(path), reason=error.reason)
-    header = loaded.header
+        # Listed all the same when the header alone passes the listing's check (§2.4):
+        # upstream lists a version-1 header, or a log whose body its loader rejects, and
+        # fails only when the session is read.
+        failure = error.reason
+        try:
+            listed = read_header(path)
+        except LogReadError:
+            listed = None
+        if listed is None:
+            return Rejection(path=str(path), reason=failure)
+        header = listed
     problem = _identity_problem(root, path, header.id, header.cwd, compression)
     if problem is None and header.id in seen:
         problem = f'duplicate session id "{header.id}" (also at {seen[header.id]})'
@@ -268,6 +294,8 @@ def _read_one(
             problem = f'duplicate session id "{header.id}" (already indexed at {other.path})'
     if problem is not None:
         return Rejection(path=str(path), reason=problem)
+    if loaded is None:
+        return header_row(header, str(path), root_id, size, mtime, load_error=failure)
     return row_for(loaded, root_id, size, mtime)
 
 
@@ -291,15 +319,48 @@ def row_for(loaded: LoadedSession, root_id: int, size: int, mtime_ns: int) -> Ca
     )
 
 
+def header_row(
+    header: SessionHeader,
+    path: str,
+    root_id: int,
+    size: int,
+    mtime_ns: int,
+    *,
+    load_error: str | None = None,
+) -> CachedSession:
+    """The cache row of a session known by its header alone (nothing projected)."""
+    return CachedSession(
+        session_id=header.id,
+        root_id=root_id,
+        path=path,
+        cwd=header.cwd,
+        created_at=header.created_at,
+        parent_session=header.parent_session,
+        origin=header.origin,
+        file_size=size,
+        file_mtime_ns=mtime_ns,
+        load_error=load_error,
+    )
+
+
 def render_summary(summary: IndexSummary) -> str:
-    """The summary as a few lines of text (what the CLI prints)."""
+    """The summary as a few lines of text (what the CLI prints).
+
+    A transcript whose header is listed though its body is rejected is marked ``(listed by
+    header)``: it is a reference candidate, and reading it fails with the reason shown.
+    """
+    listed = sum(rejection.listed for rejection in summary.rejected)
+    rejected = f"{len(summary.rejected)} rejected"
+    if listed:
+        rejected += f" ({listed} listed by header)"
     lines = [
         f"indexed {summary.root} ({summary.compression}): {summary.found} transcripts, "
-        f"{summary.indexed} read, {summary.unchanged} unchanged, {len(summary.rejected)} "
-        f"rejected, {summary.removed} removed, in {summary.seconds:.2f} s"
+        f"{summary.indexed} read, {summary.unchanged} unchanged, {rejected}, "
+        f"{summary.removed} removed, in {summary.seconds:.2f} s"
     ]
     for rejection in summary.rejected:
-        lines.append(f"  rejected {rejection.path}: {rejection.reason}")
+        mark = " (listed by header)" if rejection.listed else ""
+        lines.append(f"  rejected{mark} {rejection.path}: {rejection.reason}")
     return "\n".join(lines)
 
 

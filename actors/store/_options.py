@@ -20,6 +20,7 @@ from typing import Literal
 import attrs
 
 from actors.session_log import DEFAULT_BATCH_DELAY, Compression, LogReadError
+from actors.store._idempotency import IdempotencyPolicy
 from wire import InternalError, WireError
 
 __all__ = [
@@ -59,6 +60,8 @@ class StoreOptions:
     ack_guard: Callable[[str], None] | None = None
     """Called with the session id after an append is durable and before it is acknowledged;
     if it raises, the append fails with that error."""
+    idempotency: IdempotencyPolicy = attrs.field(factory=IdempotencyPolicy)
+    """How many idempotency keys each session remembers, and for how long."""
 
 
 @attrs.frozen(kw_only=True)

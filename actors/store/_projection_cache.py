@@ -3,20 +3,20 @@
 One SQLite database under the data directory (``sessions.sqlite3``). Per session it keeps the
 header facts (id, cwd, createdAt, parent, origin), the latest title (the last
 ``session/title``, `session-log-format.md` §7), the subagent creation label (the first
-``subagent/descriptor``'s ``label``, §8), the seq of the last event, and the transcript's size
-and mtime, which tell the indexer whether a file changed since it was read. Listing newest first
-(``createdAt`` desc, id asc, as upstream's query layer sorts) is one index range scan; it never
-opens a log file.
+``subagent/descriptor``'s ``label``, §8), the seq of the last event, the transcript's size
+and mtime, which tell the indexer whether a file changed since it was read, and, for a log
+whose header is listed but whose body does not load, why (``_cache_rows``). Listing newest
+first (``createdAt`` desc, id asc, as upstream's query layer sorts) is one index range scan; it
+never opens a log file.
 
-The ``sessions`` and ``rejected`` tables are derived: the indexer rebuilds them from the logs,
-and a schema change simply drops them. ``model_routes`` is not derived: it holds the model route
-hosts record for their agents (no log event carries ``contextWindow``), so it survives
-re-indexing; deleting the database forgets the routes until hosts record them again.
+``model_routes`` is not derived from the logs: it holds the model route hosts record for their
+agents (no log event carries ``contextWindow``), so it survives re-indexing and schema
+changes (``_cache_schema``); deleting the database forgets the routes until hosts record them
+again.
 
 Concurrency: WAL journal, one writer connection and one reader connection, each guarded by a
 ``threading.Lock``, so the store may write from worker threads while the event loop reads.
-Several processes may share the file (``busy_timeout``). Writes use ``synchronous=NORMAL``:
-the cache can always be rebuilt, so a commit needs no fsync.
+Several processes may share the file (``busy_timeout``).
 """
 
 from __future__ import annotations
@@ -34,135 +34,14 @@ import attrs
 
 from actors.session_log import Compression
 from actors.session_references import SessionSummary
+from actors.store._cache_rows import COLUMNS, CachedSession, ListCursor, row_of, values_of
+from actors.store._cache_schema import connect, migrate
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "CachedSession",
-    "ListCursor",
-    "ProjectionCache",
-    "ProjectionCacheError",
-    "RecordedModelRoute",
-    "Rejection",
-    "SessionListing",
-]
-
-SCHEMA_VERSION = 1
-"""``PRAGMA user_version`` of the layout below; any other version rebuilds the derived tables."""
-
-_DERIVED = ("sessions", "rejected", "roots", "meta")
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) STRICT;
-CREATE TABLE IF NOT EXISTS roots (
-    id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, compression TEXT NOT NULL
-) STRICT;
-CREATE TABLE IF NOT EXISTS sessions (
-    id TEXT PRIMARY KEY,
-    root_id INTEGER NOT NULL,
-    path TEXT NOT NULL,
-    cwd TEXT,
-    created_at INTEGER NOT NULL,
-    parent_session TEXT,
-    origin TEXT,
-    title TEXT,
-    subagent_label TEXT,
-    last_seq INTEGER,
-    file_size INTEGER NOT NULL,
-    file_mtime_ns INTEGER NOT NULL
-) STRICT;
-CREATE INDEX IF NOT EXISTS sessions_newest ON sessions (created_at DESC, id ASC);
-CREATE INDEX IF NOT EXISTS sessions_by_root ON sessions (root_id, path);
-CREATE TABLE IF NOT EXISTS rejected (
-    path TEXT PRIMARY KEY,
-    root_id INTEGER NOT NULL,
-    file_size INTEGER NOT NULL,
-    file_mtime_ns INTEGER NOT NULL,
-    reason TEXT NOT NULL
-) STRICT;
-CREATE TABLE IF NOT EXISTS model_routes (
-    session_id TEXT PRIMARY KEY,
-    provider TEXT NOT NULL,
-    model TEXT NOT NULL,
-    context_window INTEGER,
-    updated_at INTEGER NOT NULL
-) STRICT;
-"""
-_COLUMNS = (
-    "id, root_id, path, cwd, created_at, parent_session, origin, title, subagent_label, "
-    "last_seq, file_size, file_mtime_ns"
-)
+__all__ = ["ProjectionCache", "ProjectionCacheError", "RecordedModelRoute"]
 
 
 class ProjectionCacheError(RuntimeError):
     """The cache database cannot be opened or used (names the file and the reason)."""
-
-
-@attrs.frozen(kw_only=True)
-class SessionListing:
-    """One session as listings show it (also the wire shape of a ``sessions/list`` row)."""
-
-    session_id: str
-    """Header ``id``."""
-    created_at: int
-    """Header ``createdAt`` (epoch ms)."""
-    cwd: str | None = None
-    """Header ``cwd``."""
-    parent_session: str | None = None
-    """Header ``parentSession``."""
-    origin: str | None = None
-    """Header ``origin`` (``"subagent"``)."""
-    title: str | None = None
-    """Latest ``session/title`` text."""
-    subagent_label: str | None = None
-    """First ``subagent/descriptor`` label."""
-    last_seq: int | None = None
-    """Seq of the last event (closers included), None for a log without events."""
-
-
-@attrs.frozen(kw_only=True)
-class CachedSession(SessionListing):
-    """One session as the cache knows it: the listing facts and where its transcript is."""
-
-    root_id: int
-    """The sessions root it lives in (see `ProjectionCache.root_id`)."""
-    path: str
-    """Its transcript."""
-    file_size: int = 0
-    """Transcript size when this row was written."""
-    file_mtime_ns: int = 0
-    """Transcript mtime (ns) when this row was written."""
-
-    def listing(self) -> SessionListing:
-        """The listing facts alone (without the storage fields)."""
-        return SessionListing(**{name: getattr(self, name) for name in _LISTING_FIELDS})
-
-    def summary(self) -> SessionSummary:
-        """The row as session-reference discovery consumes it (label = title)."""
-        return SessionSummary(
-            session_id=self.session_id,
-            cwd=self.cwd,
-            created_at=self.created_at,
-            label=self.title,
-            display_title=self.subagent_label,
-        )
-
-
-_LISTING_FIELDS = tuple(field.name for field in attrs.fields(SessionListing))
-
-
-@attrs.frozen
-class ListCursor:
-    """Where a page of the newest-first listing ended: its last row's ``(createdAt, id)``."""
-
-    created_at: int
-    session_id: str
-
-
-@attrs.frozen(kw_only=True)
-class Rejection:
-    """A transcript the indexer could not accept, and why."""
-
-    path: str
-    reason: str
 
 
 @attrs.frozen(kw_only=True)
@@ -176,34 +55,12 @@ class RecordedModelRoute:
     """Epoch ms of the recording."""
 
 
-#: `CachedSession` attributes in the order of `_COLUMNS`.
-_ROW_FIELDS = (
-    "session_id",
-    "root_id",
-    "path",
-    "cwd",
-    "created_at",
-    "parent_session",
-    "origin",
-    "title",
-    "subagent_label",
-    "last_seq",
-    "file_size",
-    "file_mtime_ns",
-)
-
+#: One placeholder per column of `COLUMNS`.
+_MARKS = ", ".join("?" * len(COLUMNS.split(",")))
 
 #: Seconds `ProjectionCache.open` keeps retrying a database that other processes are setting
 #: up at the same moment.
 _OPEN_PATIENCE = 10.0
-
-
-def _row(values: Sequence[Any]) -> CachedSession:
-    return CachedSession(**dict(zip(_ROW_FIELDS, values, strict=True)))
-
-
-def _values(row: CachedSession) -> tuple[Any, ...]:
-    return tuple(getattr(row, name) for name in _ROW_FIELDS)
 
 
 class ProjectionCache:
@@ -229,10 +86,10 @@ class ProjectionCache:
         while True:
             try:
                 file.parent.mkdir(parents=True, exist_ok=True)
-                writer = _connect(file)
+                writer = connect(file)
                 try:
-                    _migrate(writer)
-                    reader = _connect(file)
+                    migrate(writer)
+                    reader = connect(file)
                 except BaseException:
                     writer.close()
                     raise
@@ -273,7 +130,7 @@ class ProjectionCache:
                             "ON CONFLICT(key) DO UPDATE SET value = value + 1"
                         )
             except sqlite3.Error as error:
-                raise ProjectionCacheError(f"{self.path}: write failed: {error}") from None
+                raise ProjectionCacheError(f"{self.path}: write failed: {error}") from error
 
     def _read(self, sql: str, parameters: Sequence[Any] = ()) -> list[Any]:
         with self._read_lock:
@@ -311,12 +168,12 @@ class ProjectionCache:
 
     def upsert(self, rows: Iterable[CachedSession]) -> None:
         """Insert or replace rows (one transaction); clears their paths' rejections."""
-        batch = [_values(row) for row in rows]
+        batch = [values_of(row) for row in rows]
         if not batch:
             return
         with self._write() as db:
             db.executemany(
-                f"INSERT OR REPLACE INTO sessions({_COLUMNS}) VALUES({', '.join('?' * 12)})",
+                f"INSERT OR REPLACE INTO sessions({COLUMNS}) VALUES({_MARKS})",
                 batch,
             )
             db.executemany("DELETE FROM rejected WHERE path = ?", [(v[2],) for v in batch])
@@ -356,8 +213,8 @@ class ProjectionCache:
 
     def get(self, session_id: str) -> CachedSession | None:
         """The row of one session, or None."""
-        found = self._read(f"SELECT {_COLUMNS} FROM sessions WHERE id = ?", (session_id,))
-        return _row(found[0]) if found else None
+        found = self._read(f"SELECT {COLUMNS} FROM sessions WHERE id = ?", (session_id,))
+        return row_of(found[0]) if found else None
 
     def file_states(self, root_id: int) -> dict[str, tuple[str, int, int]]:
         """Every indexed transcript of one root: path to ``(id, size, mtime_ns)``."""
@@ -366,6 +223,14 @@ class ProjectionCache:
             (root_id,),
         )
         return {path: (session_id, size, mtime) for path, session_id, size, mtime in found}
+
+    def load_errors(self, root_id: int) -> dict[str, str]:
+        """Listed transcripts of one root whose body does not load: path to the reason."""
+        found = self._read(
+            "SELECT path, load_error FROM sessions WHERE root_id = ? AND load_error IS NOT NULL",
+            (root_id,),
+        )
+        return {path: reason for path, reason in found}
 
     def count(self, root_ids: Sequence[int] | None = None) -> int:
         """Number of sessions (in the given roots)."""
@@ -395,10 +260,10 @@ class ProjectionCache:
             where += " AND created_at <= ? AND (created_at < ? OR id > ?)"
             parameters += [after.created_at, after.created_at, after.session_id]
         sql = (
-            f"SELECT {_COLUMNS} FROM sessions INDEXED BY sessions_newest WHERE {where} "
+            f"SELECT {COLUMNS} FROM sessions INDEXED BY sessions_newest WHERE {where} "
             "ORDER BY created_at DESC, id ASC LIMIT ?"
         )
-        return [_row(values) for values in self._read(sql, [*parameters, max(1, limit)])]
+        return [row_of(values) for values in self._read(sql, [*parameters, max(1, limit)])]
 
     def summaries(self, root_ids: Sequence[int]) -> list[SessionSummary]:
         """Every session of the given roots as discovery summaries, newest first."""
@@ -478,22 +343,3 @@ class ProjectionCache:
         return RecordedModelRoute(
             provider=provider, model=model, context_window=window, updated_at=updated
         )
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(path, timeout=10.0, check_same_thread=False, isolation_level="DEFERRED")
-    db.execute("PRAGMA busy_timeout = 10000")
-    db.execute("PRAGMA journal_mode = WAL")
-    db.execute("PRAGMA synchronous = NORMAL")
-    return db
-
-
-def _migrate(db: sqlite3.Connection) -> None:
-    version = db.execute("PRAGMA user_version").fetchone()[0]
-    if version not in (0, SCHEMA_VERSION):
-        # A derived cache: drop and rebuild; recorded model routes are kept.
-        with db:
-            for table in _DERIVED:
-                db.execute(f"DROP TABLE IF EXISTS {table}")
-    # Idempotent, so processes opening one new file at once do not conflict.
-    db.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")

@@ -15,6 +15,7 @@ store acknowledged survives a restart and is visible to other processes at once.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -29,6 +30,7 @@ from actors.session_log import (
     LoadedSession,
     LogFile,
     LogReadError,
+    LogStorageError,
     LogWriteError,
     SessionHeader,
     compress_frame,
@@ -36,12 +38,16 @@ from actors.session_log import (
     find_session_log,
     load_session,
     log_path,
+    read_header,
 )
+from actors.store._cache_rows import CachedSession, ListCursor
+from actors.store._idempotency import key_reused
 from actors.store._indexing import IndexSummary, index_sessions, row_for
 from actors.store._options import SessionRoot, StoreOptions, file_identity, read_failure
-from actors.store._projection_cache import CachedSession, ListCursor, ProjectionCache
+from actors.store._projection_cache import ProjectionCache, ProjectionCacheError
 from actors.store._state import SessionState
-from wire import ArgumentsInvalidError, InternalError
+from actors.store._write_failures import log_write_refused, write_refused
+from wire import ArgumentsInvalidError, InternalError, UnavailableError
 
 log = logging.getLogger("actors.store")
 
@@ -78,6 +84,8 @@ class SessionStore:
         self._loading: dict[str, trio.Event] = {}
         self._root_ids = tuple(root.root_id for root in self.roots)
         self._listeners: list[Callable[[str, str], None]] = []
+        #: Sessions whose write-behind flush the disk refuses (logged once per outage).
+        self._refused: set[str] = set()
 
     def add_event_listener(self, listener: Callable[[str, str], None]) -> None:
         """Call ``listener(session_id, event_type)`` for every event appended from now on.
@@ -173,7 +181,8 @@ class SessionStore:
                     break
         if not candidates:
             if row is not None and row.root_id in by_id:
-                self.cache.remove([session_id])  # its file is gone
+                with contextlib.suppress(ProjectionCacheError):  # the next index run retries
+                    self.cache.remove([session_id])  # its file is gone
             return None
         path, root = candidates[0]
         identity = file_identity(path)
@@ -189,9 +198,25 @@ class SessionStore:
                 details={"sessionId": session_id, "path": str(path)},
             )
         stat = os.stat(path)
-        if row is None or (row.file_size, row.file_mtime_ns) != (stat.st_size, stat.st_mtime_ns):
-            self.cache.upsert([row_for(loaded, root.root_id, stat.st_size, stat.st_mtime_ns)])
+        if (
+            row is None
+            or row.load_error is not None  # the loader read it once; now it loads
+            or (row.file_size, row.file_mtime_ns) != (stat.st_size, stat.st_mtime_ns)
+        ):
+            self._upsert(session_id, row_for(loaded, root.root_id, stat.st_size, stat.st_mtime_ns))
         return loaded, root, identity
+
+    def _upsert(self, session_id: str, row: CachedSession) -> None:
+        """Bring the cache row of a session up to its log; the cache is derived, so a write it
+        refuses (a full disk) fails no read and no durable write: it catches up later."""
+        try:
+            self.cache.upsert([row])
+        except ProjectionCacheError as error:
+            log.warning(
+                'session "%s": projection cache not updated (%s); it catches up later',
+                session_id,
+                error,
+            )
 
     # --- creating ---
 
@@ -221,15 +246,12 @@ class SessionStore:
         return await trio.to_thread.run_sync(self._create_sync, header)
 
     def _create_sync(self, header: SessionHeader) -> CachedSession:
-        exists = ArgumentsInvalidError(
-            f'session "{header.id}" already exists', details={"sessionId": header.id}
-        )
         if self.cache.get(header.id) is not None:
-            raise exists
+            return self._created_before(header)
         for root in self.roots:
             try:
                 if find_session_log(root.path, header.id, root.compression) is not None:
-                    raise exists
+                    return self._created_before(header)
             except LogReadError as error:
                 raise read_failure(header.id, error) from None
         root = self.creation_root()
@@ -241,26 +263,50 @@ class SessionStore:
         file = LogFile(path, fsync=self.options.durability != "flush")
         try:
             file.publish(content)
+        except LogStorageError as error:
+            action = "cannot create the session log"
+            raise write_refused(header.id, error, path=path, action=action) from None
         except LogWriteError as error:
-            if path.exists():
-                raise exists from None
+            if path.exists():  # created meanwhile, by another process
+                return self._created_before(header)
             raise InternalError(f'cannot create session "{header.id}": {error}') from None
         finally:
             file.close()
-        stat = os.stat(path)
-        row = CachedSession(
-            session_id=header.id,
-            root_id=root.root_id,
-            path=str(path),
-            cwd=header.cwd,
-            created_at=header.created_at,
-            parent_session=header.parent_session,
-            origin=header.origin,
-            file_size=stat.st_size,
-            file_mtime_ns=stat.st_mtime_ns,
-        )
-        self.cache.upsert([row])
+        row = _row(header, root, path, os.stat(path))
+        self._upsert(header.id, row)
         return row
+
+    def _created_before(self, header: SessionHeader) -> CachedSession:
+        """The session that exists with ``header``'s id, when a keyed create made it with the
+        same key and arguments (a retry: `actors.store._idempotency`).
+
+        Raises:
+            ArgumentsInvalidError: it exists otherwise (``details.reason``
+                ``idempotency-key-reused`` when its key is ``header``'s with other arguments).
+        """
+        exists = ArgumentsInvalidError(
+            f'session "{header.id}" already exists', details={"sessionId": header.id}
+        )
+        keyed = header.idempotency
+        if keyed is None:
+            raise exists
+        for root in self.roots:
+            try:
+                path = find_session_log(root.path, header.id, root.compression)
+                first = read_header(path) if path is not None else None
+            except (LogReadError, OSError):
+                raise exists from None
+            if path is None or first is None:
+                continue
+            if first.idempotency == keyed:
+                row = _row(first, root, path, os.stat(path))
+                if self.cache.get(header.id) is None:  # the first call died before indexing
+                    self._upsert(header.id, row)
+                return row
+            if first.idempotency is not None and first.idempotency.key == keyed.key:
+                raise key_reused(keyed.key, sessionId=header.id)
+            break
+        raise exists
 
     def new_session_id(self) -> str:
         """A fresh session id (a UUID, as upstream's)."""
@@ -289,8 +335,18 @@ class SessionStore:
         for state in self.live_states():
             since = state.pending_since
             if since is not None and now - since >= self.options.batch_delay:
-                await state.flush()
+                try:
+                    await state.flush()
+                except UnavailableError as error:
+                    # Retried every period until the disk takes it: one line per outage.
+                    if state.session_id not in self._refused:
+                        self._refused.add(state.session_id)
+                        log_write_refused(error.message)
+                    continue
                 flushed += 1
+                if state.session_id in self._refused:
+                    self._refused.discard(state.session_id)
+                    log.info('session "%s": pending events written again', state.session_id)
         return flushed
 
     async def aclose(self) -> None:
@@ -307,3 +363,20 @@ class SessionStore:
                 failures.append(error)
         if failures:
             raise ExceptionGroup("some sessions failed to close", failures)
+
+
+def _row(
+    header: SessionHeader, root: SessionRoot, path: Path, stat: os.stat_result
+) -> CachedSession:
+    """The cache row of a session whose log at ``path`` holds ``header`` and has ``stat``."""
+    return CachedSession(
+        session_id=header.id,
+        root_id=root.root_id,
+        path=str(path),
+        cwd=header.cwd,
+        created_at=header.created_at,
+        parent_session=header.parent_session,
+        origin=header.origin,
+        file_size=stat.st_size,
+        file_mtime_ns=stat.st_mtime_ns,
+    )

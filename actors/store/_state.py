@@ -25,6 +25,7 @@ closes the writer and releases the lock.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ from actors.session_log import (
 )
 from actors.store._events import EventInput, check_batch
 from actors.store._fencing import batch_prefix, claim_is_new, claimed_epoch
+from actors.store._idempotency import KeyedRequest, key_event
 from actors.store._lock import SessionLock, lock_path_for
 from actors.store._options import (
     AppendOutcome,
@@ -52,9 +54,15 @@ from actors.store._options import (
     file_identity,
     read_failure,
 )
-from actors.store._projection_cache import ProjectionCache, RecordedModelRoute
+from actors.store._projection_cache import (
+    ProjectionCache,
+    ProjectionCacheError,
+    RecordedModelRoute,
+)
+from actors.store._route_keys import set_model_route_keyed
+from actors.store._write_failures import batch_refused, cache_write_refused, write_refused
 from actors.store._writer_side import WriterSide
-from wire import InternalError, UnauthorizedError, UnavailableError
+from wire import UnauthorizedError, UnavailableError
 
 __all__ = ["SessionState"]
 
@@ -125,16 +133,16 @@ class SessionState:
     def title(self) -> str | None:
         """Latest ``session/title`` text."""
         side = self._side
-        title = side.writer.title if side is not None else self._title
-        return title.title if title is not None else None
+        if side is not None:
+            return side.view(pending=self._shows_pending).title
+        return self._title.title if self._title is not None else None
 
     @property
     def subagent_label(self) -> str | None:
         """The first ``subagent/descriptor``'s label."""
         if self._side is None:
             return self._label
-        descriptor = self._side.writer.subagent_descriptor
-        return descriptor.label if descriptor is not None else None
+        return self._side.view(pending=self._shows_pending).label
 
     @property
     def model_route(self) -> dict[str, Any] | None:
@@ -157,9 +165,15 @@ class SessionState:
     def captured_through_seq(self) -> int | None:
         """Seq of the last event (closers included), None for a log without events."""
         if self._side is not None:
-            count = self._side.writer.next_seq
-            return count - 1 if count else None
+            return self._side.view(pending=self._shows_pending).captured_through_seq
         return self._captured
+
+    @property
+    def _shows_pending(self) -> bool:
+        """Whether readers see batches not yet written: under write-behind, whose appends are
+        answered before the write; otherwise a batch is shown once it is written (a write that
+        fails is discarded, so readers never see what the log will not hold)."""
+        return self._options.durability == "write-behind"
 
     @property
     def is_writer(self) -> bool:
@@ -196,11 +210,11 @@ class SessionState:
         side = self._side
         if side is None:  # closed while refreshing
             raise UnavailableError(f'session "{self.session_id}" was passivated; call again')
-        through = self.captured_through_seq
+        view = side.view(pending=self._shows_pending)
         return SurfaceSnapshot(
             session=self.header,
-            captured_through_seq=through,
-            events=side.surface_events(through),
+            captured_through_seq=view.captured_through_seq,
+            events=side.surface_events(view),
         )
 
     async def refresh(self) -> None:
@@ -230,16 +244,25 @@ class SessionState:
 
     # --- writes ---
 
-    async def append(self, items: Sequence[EventInput]) -> AppendOutcome:
+    async def append(
+        self, items: Sequence[EventInput], *, keyed: KeyedRequest | None = None
+    ) -> AppendOutcome:
         """Append a batch atomically; the actor assigns ``seq`` and ``time`` (one time for
         the batch).
 
+        With ``keyed``, the batch opens with its key record (`actors.store._idempotency`), and
+        a key the session remembers is not appended again: the call returns the seqs of the
+        first call with that key (an empty batch records no key).
+
         Raises:
+            ArgumentsInvalidError: ``keyed`` names a key used before with other arguments.
             AppendRejectedError: an event breaks a rule (nothing was appended).
             UnauthorizedError: the session lives in a directory served read-only.
             AgentBusyError: another writer holds the session's lock.
-            InternalError: the batch was accepted but could not be written (it stays
-                pending and is retried by the next write or at passivation).
+            UnavailableError: the file system refused the write (``details.reason``
+                ``no-space``, ``read-only`` or ``io-error``; `actors.store._write_failures`):
+                nothing of the batch was written, and it never will be (write-behind: the
+                batch is answered before it is written, and retried until it is).
             UnavailableError: (or whatever the store's ``ack_guard`` raises) the batch was
                 written but may not be acknowledged (this process's fencing lease expired).
 
@@ -252,6 +275,12 @@ class SessionState:
         async with self._write_lock:
             side = await self._claimed_side()
             prefix = batch_prefix(side.writer)
+            if keyed is not None:
+                first = side.keys.find(keyed, self._options.clock())
+                if first is not None:
+                    self._guard_ack()
+                    return AppendOutcome(seqs=first, persisted=self._persisted())
+                prefix = (*prefix, key_event(keyed, len(items)))
             folder, recorded = check_batch(
                 items, side.folder, self.session_id, self._options.clock(), prefix=prefix
             )
@@ -262,15 +291,19 @@ class SessionState:
             recorded = recorded[len(prefix) :]
             for event in recorded:
                 self._on_recorded(self.session_id, event["type"])
-            guard = self._options.ack_guard
-            if guard is not None:
-                # Fencing (issue 8): checked once the batch is durable per the durability
-                # mode and before the ack; past the lease deadline it raises and the caller
-                # gets that error, never the seqs.
-                guard(self.session_id)
+            self._guard_ack()
             return AppendOutcome(
                 seqs=tuple(event["seq"] for event in recorded), persisted=self._persisted()
             )
+
+    def _guard_ack(self) -> None:
+        guard = self._options.ack_guard
+        if guard is not None:
+            # Fencing (issue 8): checked once the batch is durable per the durability mode
+            # and before the ack (also of a keyed retry: a fenced-off writer's memory may hold
+            # a batch readers drop); past the lease deadline it raises and the caller gets
+            # that error, never the seqs.
+            guard(self.session_id)
 
     async def _claimed_side(self) -> WriterSide:
         """The writer side, checked against the claim (fencing; see `actors.store._fencing`)."""
@@ -295,33 +328,59 @@ class SessionState:
             "fsync" if durability == "fsync" else "written" if durability == "flush" else "pending"
         )
 
-    async def set_model_route(self, route: RecordedModelRoute) -> RecordedModelRoute:
-        """Record the agent's model route (in the projection cache's ``model_routes``)."""
+    async def set_model_route(
+        self, route: RecordedModelRoute, *, keyed: KeyedRequest | None = None
+    ) -> RecordedModelRoute:
+        """Record the agent's model route (in the projection cache's ``model_routes``).
+
+        With ``keyed``, the key is recorded in the same transaction (`actors.store._route_keys`)
+        and a key the session remembers returns the route its first call recorded.
+
+        Raises:
+            ArgumentsInvalidError: ``keyed`` names a key used before with other arguments.
+            UnavailableError: the cache's disk refused the write (nothing was recorded).
+        """
         self._check_open()
-        stamped = await trio.to_thread.run_sync(self._cache.set_model_route, self.session_id, route)
+        if keyed is None:
+            record = functools.partial(self._cache.set_model_route, self.session_id, route)
+        else:
+            policy = self._options.idempotency
+            record = functools.partial(
+                set_model_route_keyed, self._cache, self.session_id, route, keyed, policy
+            )
+        try:
+            stamped = await trio.to_thread.run_sync(record)
+        except ProjectionCacheError as error:
+            what = "cannot record the model route"
+            raise cache_write_refused(self.session_id, error, self._cache.path, what) from None
         self._route = stamped
         return stamped
 
     async def flush(self) -> int:
-        """Write pending events now (the write-behind timer calls this); returns how many."""
+        """Write pending events now (the write-behind timer calls this); returns how many.
+
+        Raises:
+            UnavailableError: the file system refused the write; the events stay pending (they
+                were answered ``pending``) and the next flush writes them, once.
+        """
         async with self._write_lock:
             side = self._side
             if side is None or not side.writer.pending_count:
                 return 0
             with trio.CancelScope(shield=True):
-                written = await self._flush_locked(side)
+                written = await self._flush_locked(side, keep=True)
             return written
 
-    async def _flush_locked(self, side: WriterSide) -> int:
+    async def _flush_locked(self, side: WriterSide, *, keep: bool = False) -> int:
+        """Write the pending batch; on failure discard it (nothing of it is written, then or
+        later) unless ``keep`` (write-behind: it was answered already, so it is retried)."""
         try:
             return await trio.to_thread.run_sync(side.flush)
         except LogWriteError as error:
             pending = side.writer.pending_count
-            raise InternalError(
-                f'session "{self.session_id}": {pending} accepted event(s) could not be '
-                f"written: {error}; they stay pending and are retried by the next write",
-                details={"sessionId": self.session_id, "pending": pending},
-            ) from None
+            if not keep:
+                side.discard()
+            raise batch_refused(self.session_id, error, pending=pending, kept=keep) from None
 
     async def _writer_side(self) -> WriterSide:
         """Become the session's writer (lock, open, repair) unless already it."""
@@ -345,9 +404,8 @@ class SessionState:
         try:
             lock.acquire()
         except OSError as error:
-            raise UnavailableError(
-                f'session "{self.session_id}": cannot take the write lock: {error}'
-            ) from None
+            action = "cannot take the write lock"
+            raise write_refused(self.session_id, error, path=lock.path, action=action) from None
         epoch = claimed_epoch(self._options, self.session_id)
         try:
             self._side = await trio.to_thread.run_sync(self._open_sync, lock, epoch)
@@ -409,7 +467,8 @@ class SessionState:
                         self._title = side.writer.title
                         descriptor = side.writer.subagent_descriptor
                         self._label = descriptor.label if descriptor is not None else None
-                        self._captured = self.captured_through_seq
+                        count = side.writer.next_seq  # what the log holds, once closed
+                        self._captured = count - 1 if count else None
                         self._side = None
         finally:
             # Only now may the store hand out a new state for this id: its first write

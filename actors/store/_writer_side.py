@@ -4,6 +4,11 @@
 business); from then on a `WriterSide` holds the open log writer, the lock, the fold and the
 surface events, and opens, flushes and closes the log (synchronous file I/O, run in a worker
 thread), keeping the projection cache's progress row current after each of those.
+
+A batch is adopted in memory when it is accepted, before it is written; until it is written the
+side also keeps the durable view (`WriterView`), which strict readers are shown, and to which a
+batch that fails to write is discarded (`discard`). The cache is derived: failing to update it
+never fails a write that is on disk; it catches up with the next write, load or index run.
 """
 
 from __future__ import annotations
@@ -18,22 +23,42 @@ from typing import Any
 import attrs
 
 from actors.session_log import (
+    IDEMPOTENCY_KEY_TYPE,
+    KeyRecord,
     LoadedSession,
     LogReadError,
+    LogStorageError,
     LogWriteError,
     SessionLogWriter,
     StaleEpochError,
     SurfaceFolder,
 )
 from actors.store._fencing import stale_error
+from actors.store._idempotency import IdempotencyPolicy, KeyIndex
 from actors.store._lock import SessionLock
 from actors.store._options import StoreOptions, read_failure
 from actors.store._projection_cache import ProjectionCache, ProjectionCacheError
+from actors.store._write_failures import log_write_refused, write_refused
 from wire import InternalError
 
 __all__ = ["WriterSide"]
 
 log = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class WriterView:
+    """What readers are shown of a writer's session."""
+
+    folder: SurfaceFolder
+    title: str | None
+    label: str | None
+
+    @property
+    def captured_through_seq(self) -> int | None:
+        """Seq of the last event, None for a log without events."""
+        count = self.folder.next_seq
+        return count - 1 if count else None
 
 
 @attrs.define(eq=False)
@@ -54,6 +79,10 @@ class WriterSide:
     #: Whether the writer's epoch is a claim of this process (``epoch_of``), not one merely
     #: continued from the log.
     claimed: bool = False
+    #: The view as of the last durable batch while a batch is accepted and not yet written.
+    durable: WriterView | None = None
+    #: The idempotency keys of the log and of every accepted batch (`actors.store._idempotency`).
+    keys: KeyIndex = attrs.Factory(lambda: KeyIndex(IdempotencyPolicy()))
 
     @classmethod
     def open(
@@ -81,7 +110,8 @@ class WriterSide:
             reload: reads the log again.
 
         Raises:
-            UnavailableError: ``epoch`` is lower than the log's.
+            UnavailableError: ``epoch`` is lower than the log's, or the file system refuses to
+                open or repair the log (``details.reason``, `actors.store._write_failures`).
             InternalError: the log cannot be opened or repaired.
         """
         try:
@@ -96,6 +126,9 @@ class WriterSide:
             raise stale_error(session_id, error) from None
         except LogReadError as error:
             raise read_failure(session_id, error) from None
+        except LogStorageError as error:
+            action = "cannot open the session log for appending"
+            raise write_refused(session_id, error, path=path, action=action) from None
         except LogWriteError as error:
             raise InternalError(f'session "{session_id}": {error}') from None
         try:
@@ -113,6 +146,7 @@ class WriterSide:
                 folder=loaded.fold(),
                 events=events,
                 claimed=epoch is not None,
+                keys=KeyIndex.of_log(loaded.events, options.idempotency, options.clock()),
             )
             side.record_progress()
         except BaseException:
@@ -120,13 +154,29 @@ class WriterSide:
             raise
         return side
 
-    def surface_events(self, through: int | None) -> tuple[Mapping[str, Any], ...]:
-        """The current surface's events; ``through`` is the seq of the last event."""
+    def view(self, *, pending: bool) -> WriterView:
+        """What readers are shown: every accepted batch (``pending``), or only what is durable
+        (the same while nothing is being written)."""
+        if not pending and self.durable is not None:
+            return self.durable
+        writer = self.writer
+        descriptor = writer.subagent_descriptor
+        return WriterView(
+            folder=self.folder,
+            title=writer.title.title if writer.title is not None else None,
+            label=descriptor.label if descriptor is not None else None,
+        )
+
+    def surface_events(self, view: WriterView) -> tuple[Mapping[str, Any], ...]:
+        """The events of ``view``'s surface."""
+        through = view.captured_through_seq
         if self.surface is not None and self.surface[0] == through:
-            # Every change to the surface appends an event, so the seq identifies it.
+            # Every change to the surface appends an event, so the seq identifies it (a
+            # discarded batch's seqs are reused: `discard` forgets its surface).
             return self.surface[1]
-        nodes = self.folder.nodes
-        if len(self.events) > 2 * len(nodes) + 64:
+        nodes = view.folder.nodes
+        if len(self.events) > 2 * len(nodes) + 64 and self.durable is None:
+            # Not while a batch is being written: a discard may need what it shadowed.
             self.events = {seq: self.events[seq] for seq in nodes}
         # This runs on the event loop: itemgetter gathers a large surface at C speed.
         events: tuple[Mapping[str, Any], ...] = (
@@ -141,6 +191,8 @@ class WriterSide:
         """Queue a batch that `check_batch` recorded against this side's fold, and adopt the
         fold after it (``folder``) and its surface events; never yields, so a snapshot sees
         the whole batch or none of it."""
+        if not self.writer.pending_count:
+            self.durable = self.view(pending=True)
         try:
             # check_batch applied the writer's rules already: queue without re-checking.
             self.writer.append_checked(recorded, folder)
@@ -149,17 +201,40 @@ class WriterSide:
         for event in recorded:
             if "surfaceOp" in event:
                 self.events[event["seq"]] = event
+            elif event["type"] == IDEMPOTENCY_KEY_TYPE:
+                # Remembered with its batch: a batch taken back out of memory takes its key
+                # with it (`KeyIndex.forget_from`), or a retry would be told it was written.
+                record = KeyRecord.of(event)
+                if record is not None:
+                    self.keys.add(record)
         self.folder = folder
 
     def flush(self) -> int:
         """Write the pending batch (blocking); how many events were written.
 
         Raises:
-            LogWriteError: the write failed; the events stay pending.
+            LogWriteError: the write failed (`LogStorageError`: the file system refused it);
+                nothing of it is in the file, and it stays pending: the owner `discard`s it
+                (on the event loop, where readers look) or retries it.
         """
-        written = self.writer.flush()
+        written = self.writer.flush(keep_on_failure=True)
+        self.durable = None
         self.record_progress()
         return written
+
+    def discard(self) -> None:
+        """Forget the pending batch: the writer, the fold, the surface events and the keys go
+        back to the last durable batch (call on the event loop; never yields)."""
+        durable = self.durable
+        self.writer.discard_pending()
+        if durable is None:
+            return
+        self.durable = None
+        self.folder = durable.folder
+        first = durable.folder.next_seq
+        self.events = {seq: event for seq, event in self.events.items() if seq < first}
+        self.keys.forget_from(first)
+        self.surface = None
 
     def close(self) -> None:
         """Flush and close the writer (blocking); the lock stays held.
@@ -167,8 +242,17 @@ class WriterSide:
         Raises:
             InternalError: pending events could not be written.
         """
+        pending = self.writer.pending_count
         try:
             self.writer.close()
+        except LogStorageError as error:
+            # Write-behind events the disk refused (each call was answered "pending"): an
+            # expected loss on a full or failing disk, reported in one line.
+            log_write_refused(
+                f'session "{self.session_id}": {pending} pending event(s) not written at '
+                f"close: {error} ({error.reason})"
+            )
+            return
         except LogWriteError as error:
             raise InternalError(
                 f'session "{self.session_id}": pending events lost at close: {error}'
@@ -178,11 +262,16 @@ class WriterSide:
     def record_progress(self) -> None:
         """Bring the session's projection cache row up to the log."""
         # The cache is derived: failing to update it must not fail a write that is already
-        # on disk (a client would retry and duplicate it); the next index run corrects it.
+        # on disk (a client would retry and duplicate it). The next write, load or index run
+        # brings the row up to date; an expected failure (a full disk) is one line, no trace.
         try:
             self._update_cache()
-        except (OSError, ProjectionCacheError):
-            log.warning("session %r: projection cache not updated", self.session_id, exc_info=True)
+        except (OSError, ProjectionCacheError) as error:
+            log.warning(
+                'session "%s": projection cache not updated (%s); it catches up later',
+                self.session_id,
+                error,
+            )
 
     def _update_cache(self) -> None:
         writer = self.writer

@@ -141,7 +141,7 @@ async def test_errors_are_typed_and_precise(client: Client) -> None:
         assert "lastSeq" not in await client.call("sessions/info", {"agentId": "s1"})
         with pytest.raises(ArgumentsInvalidError, match="empty after normalization"):
             await client.call("sessions/setTitle", {"agentId": "s1", "title": "\n"})
-        with pytest.raises(ArgumentsInvalidError, match="limit must be between 1 and 1000"):
+        with pytest.raises(ArgumentsInvalidError, match="limit: must be between 1 and 1000, got 0"):
             await client.call("sessions/list", {"limit": 0})
         with pytest.raises(ArgumentsInvalidError, match='session "s1" already exists'):
             await client.call("sessions/create", {"sessionId": "s1"})
@@ -247,6 +247,7 @@ async def test_describe_lists_the_endpoints(client: Client) -> None:
         "delegationDepth",
         "agentPreset",
         "sessionId",
+        "idempotencyKey",
     ]
     assert by_name["sessions/append"]["mutates"] is True
     assert by_name["sessions/snapshot"]["mutates"] is False

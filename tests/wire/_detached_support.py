@@ -82,6 +82,15 @@ class Relay:
 
         return Detach(begin)
 
+    def hold_bare(self, ctx: Any, args: dict[str, Any]) -> Detach:
+        """Detach and keep the call, handing nothing on (no on_cancel)."""
+
+        def begin(call: DetachedCall) -> None:
+            self.calls.append(call)
+            self.begun.set()
+
+        return Detach(begin)
+
     def answer_now(self, ctx: Any, args: dict[str, Any]) -> Detach:
         """Detach, then answer inside begin (a relay's cache hit)."""
 
@@ -135,6 +144,7 @@ def registry(relay: Relay) -> Registry:
     return Registry(
         [
             detaching("d/hold", relay.hold),
+            detaching("d/hold-bare", relay.hold_bare),
             detaching("d/resume", relay.resume_now, (value,)),
             detaching("d/resume-slow", relay.resume_slow, (seconds,)),
             detaching("d/now", relay.answer_now, (value,)),

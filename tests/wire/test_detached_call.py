@@ -1,4 +1,5 @@
-"""DetachedCall without sockets (wire/_detached.py): every way a detached call ends, once."""
+"""DetachedCall without sockets (wire/_detached.py): every way a detached call ends, once, and
+a cancel is passed on and answered with what the holder learns, never with a guess."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from wire import (
     UnavailableError,
     WireError,
 )
-from wire._detached import Outcome, error_reply
+from wire._detached import ANSWER_GRACE, Outcome, error_reply
 from wire._errors import ErrorCode
 from wire._messages import Call, Error, Result
 from wire._server_protocol import CallRecord, Interrupted
@@ -99,73 +100,165 @@ def test_fail_answers_with_the_errors_code_message_and_details(
     assert h.log == [("end", expected)]
 
 
+def _unknown(entry: tuple[str, Any]) -> bool:
+    """Whether a log entry ends the call unavailable with its outcome unknown."""
+    kind, outcome = entry
+    return (
+        kind == "end"
+        and isinstance(outcome, Error)
+        and (outcome.id, outcome.code, dict(outcome.details))
+        == (7, "unavailable", {"outcome": "unknown"})
+        and "may have taken effect" in outcome.message
+    )
+
+
 @pytest.mark.parametrize(
-    ("deadline", "clock", "reason"),
+    ("deadline", "clock", "asked", "reason"),
     [
-        (10.0, 5.0, CancelReason.CALLER),
-        (None, 1e9, CancelReason.CALLER),
-        (10.0, 10.0, CancelReason.DEADLINE),
-        (10.0, 12.5, CancelReason.DEADLINE),
+        (10.0, 5.0, CancelReason.CALLER, CancelReason.CALLER),
+        (None, 1e9, CancelReason.CALLER, CancelReason.CALLER),
+        (10.0, 10.0, CancelReason.CALLER, CancelReason.DEADLINE),
+        (10.0, 12.5, CancelReason.CALLER, CancelReason.DEADLINE),
+        (10.0, 9.9, CancelReason.DEADLINE, CancelReason.DEADLINE),
+        (10.0, 5.0, CancelReason.SUPERSEDED, CancelReason.SUPERSEDED),
+        (None, 5.0, CancelReason.SHUTDOWN, CancelReason.SHUTDOWN),
     ],
-    ids=["before-deadline", "no-deadline", "at-deadline", "after-deadline"],
+    ids=[
+        "before-deadline",
+        "no-deadline",
+        "at-deadline",
+        "after-deadline",
+        "callers-deadline",
+        "superseded",
+        "shutdown",
+    ],
 )
-def test_cancel_tells_the_holder_why_then_ends_cancelled(
-    deadline: float | None, clock: float, reason: CancelReason
+def test_cancel_is_passed_on_and_the_call_waits_for_the_answer(
+    deadline: float | None, clock: float, asked: CancelReason, reason: CancelReason
 ) -> None:
-    """cancel calls on_cancel (caller, or deadline once it passed) before ending CANCELLED."""
+    """cancel tells on_cancel why (a caller's cancel past the deadline as deadline) and does
+    not answer: the call stays in flight, and a second cancel is not passed on again."""
     h = Harness(deadline=deadline)
     h.clock = clock
+    h.record.cancel_reason = asked
     h.call.cancel()
-    assert h.log == [("on_cancel", reason), ("end", Interrupted.CANCELLED)]
-    assert h.call.ended
+    assert h.log == [("on_cancel", reason)]
+    assert not h.call.ended and h.call.cancelling
+    h.call.cancel()
+    assert h.log == [("on_cancel", reason)]
+
+
+def test_the_answer_after_a_cancel_ends_the_call_with_what_happened() -> None:
+    """After a cancel was passed on, the holder's answer is the call's end: a result when the
+    call finished first, cancelled with the state the other server saw when it stopped it."""
+    finished = Harness()
+    finished.record.cancel_reason = CancelReason.CALLER
+    finished.call.cancel()
+    finished.call.succeed("applied")
+    assert finished.log[-1] == ("end", Result(id=7, value="applied"))
+
+    stopped = Harness(call_id=8)
+    stopped.record.cancel_reason = CancelReason.SUPERSEDED
+    stopped.call.cancel()
+    stopped.call.cancelled("queued")
+    expected = Error(
+        id=8,
+        code="cancelled",
+        message="call cancelled while queued (superseded)",
+        details={"state": "queued", "reason": "superseded"},
+    )
+    assert stopped.log[-1] == ("end", expected)
+    stopped.try_every_end()
+    assert stopped.log[-1] == ("end", expected)
+
+    unsaid = Harness(call_id=9)
+    unsaid.record.cancel_reason = CancelReason.CALLER
+    unsaid.call.cancel()
+    unsaid.call.cancelled()  # no state from the other side: the server's own cancelled
+    assert unsaid.log[-1] == ("end", Interrupted.CANCELLED)
+
+
+@pytest.mark.parametrize("hook", ["on_abandon", "on_cancel"])
+def test_a_lost_caller_abandons_the_call_at_once(hook: str) -> None:
+    """A cancel because the caller is gone is passed to on_abandon (on_cancel without one)
+    and ends the call at once: nobody is left to wait for the answer."""
+    h = Harness()
+    if hook == "on_abandon":
+        h.call.on_abandon = lambda reason: h.log.append(("on_abandon", reason))
+    h.record.cancel_reason = CancelReason.PEER_LOST
+    h.call.cancel()
+    assert h.log == [(hook, CancelReason.PEER_LOST), ("end", Interrupted.CANCELLED)]
     h.try_every_end()
-    assert h.log == [("on_cancel", reason), ("end", Interrupted.CANCELLED)]
+    assert len(h.log) == 2
 
 
-def test_a_callers_deadline_cancel_is_passed_on_as_deadline() -> None:
-    """A cancel whose frame says deadline reaches on_cancel as deadline even before the
-    server's own deadline (which counts from the call's arrival, so comes later)."""
+def test_gives_up_at_is_the_grace_past_the_deadline_or_the_cancel() -> None:
+    """A call handed on is waited for ANSWER_GRACE past its deadline, or past a cancel if that
+    comes sooner; one with neither is waited for as long as it takes."""
     h = Harness(deadline=10.0)
-    h.clock = 9.9
-    h.record.cancel_reason = CancelReason.DEADLINE
+    assert h.call.gives_up_at == 10.0 + ANSWER_GRACE
+    h.clock = 4.0
+    h.record.cancel_reason = CancelReason.CALLER
     h.call.cancel()
-    assert h.log == [("on_cancel", CancelReason.DEADLINE), ("end", Interrupted.CANCELLED)]
+    assert h.call.gives_up_at == 4.0 + ANSWER_GRACE
+    late = Harness(deadline=10.0)
+    late.clock = 10.5  # a cancel after the deadline waits no longer than the deadline did
+    late.record.cancel_reason = CancelReason.CALLER
+    late.call.cancel()
+    assert late.call.gives_up_at == 10.0 + ANSWER_GRACE
+    assert Harness(deadline=None).call.gives_up_at is None
 
 
-@pytest.mark.parametrize("how", ["cancel", "expire"])
-def test_an_on_cancel_that_raises_still_ends_the_call(
-    how: str, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("cancelled_first", [False, True], ids=["deadline", "cancel"])
+def test_expire_of_a_call_handed_on_answers_unavailable_outcome_unknown(
+    cancelled_first: bool,
 ) -> None:
-    """A holder whose on_cancel raises does not stop the call's end (nor the server): the
-    failure is logged and the call ends as it would have."""
+    """When the wait for the answer is over, the call is abandoned downstream and answered
+    unavailable with outcome unknown, never cancelled or deadline-exceeded."""
+    h = Harness()
+    h.call.on_abandon = lambda reason: h.log.append(("on_abandon", reason))
+    if cancelled_first:
+        h.record.cancel_reason = CancelReason.CALLER
+        h.call.cancel()
+    h.call.expire()
+    reason = CancelReason.CALLER if cancelled_first else CancelReason.DEADLINE
+    assert h.log[-2] == ("on_abandon", reason)
+    assert _unknown(h.log[-1])
+    ended = len(h.log)
+    h.try_every_end()
+    assert len(h.log) == ended
+
+
+def test_an_on_cancel_that_raises_answers_unavailable(caplog: pytest.LogCaptureFixture) -> None:
+    """A holder whose on_cancel raises cannot say what happened: the failure is logged and the
+    call is answered unavailable (outcome unknown), once."""
     h = Harness()
 
     def broken(reason: CancelReason) -> None:
         raise RuntimeError("on_cancel broke")
 
     h.call.on_cancel = broken
-    getattr(h.call, how)()
-    expected = Interrupted.CANCELLED if how == "cancel" else Interrupted.DEADLINE
-    assert h.log == [("end", expected)]
+    h.record.cancel_reason = CancelReason.CALLER
+    h.call.cancel()
+    assert len(h.log) == 1 and _unknown(h.log[0])
     assert "on_cancel broke" in caplog.text
+    h.try_every_end()
+    assert len(h.log) == 1
 
 
-def test_cancel_without_on_cancel_still_ends() -> None:
-    """A holder that set no on_cancel still gets its call ended CANCELLED by a cancel."""
-    h = Harness()
+def test_a_holder_that_hands_nothing_on_is_answered_like_a_task() -> None:
+    """Without on_cancel a cancel answers cancelled at once, and the deadline (not a grace past
+    it) is when the server answers deadline-exceeded."""
+    h = Harness(deadline=10.0)
     h.call.on_cancel = None
+    assert h.call.gives_up_at == 10.0
+    h.record.cancel_reason = CancelReason.CALLER
     h.call.cancel()
     assert h.log == [("end", Interrupted.CANCELLED)]
-
-
-def test_expire_tells_the_holder_deadline_and_ends_with_the_deadline() -> None:
-    """expire calls on_cancel(DEADLINE) then ends DEADLINE, once."""
-    h = Harness()
-    h.clock = 3.0  # expire does not consult the clock: the server's timer decided
-    h.call.expire()
-    assert h.log == [("on_cancel", CancelReason.DEADLINE), ("end", Interrupted.DEADLINE)]
-    h.try_every_end()
-    assert h.log == [("on_cancel", CancelReason.DEADLINE), ("end", Interrupted.DEADLINE)]
+    expired = Harness(deadline=10.0)
+    expired.call.on_cancel = None
+    expired.call.expire()
+    assert expired.log == [("end", Interrupted.DEADLINE)]
 
 
 def test_resume_hands_over_once_and_ends_the_detached_call() -> None:

@@ -17,6 +17,8 @@ SANS_IO = [
     "_server_protocol.py",
     "_client_protocol.py",
     "_shapes.py",
+    "_constraints.py",
+    "_extension_types.py",
     "_endpoints.py",
     "_detached.py",
     "_codec_relay.py",

@@ -10,10 +10,12 @@ from hypothesis import strategies as st
 
 from actors.session_log._errors import LogLayoutError
 from actors.session_log._layout import (
+    MAX_SEGMENT_BYTES,
     compression_of,
     decode_segment,
     encode_segment,
     find_session_log,
+    fits_one_segment,
     iter_session_logs,
     log_path,
     project_key,
@@ -146,3 +148,17 @@ def test_duplicate_id_across_projects_fails(tmp_path: Path) -> None:
     _touch(log_path(tmp_path, "/q", "dup"))
     with pytest.raises(LogLayoutError, match=r'^duplicate JSONL session id "dup" appears'):
         find_session_log(tmp_path, "dup")
+
+
+def test_an_id_too_long_for_a_file_name_has_no_log(tmp_path: Path) -> None:
+    """An id whose segment is longer than a file name may be fits no directory, so it is
+    found nowhere (the file system is not asked: it would fail with ENAMETOOLONG)."""
+    (tmp_path / "--p--").mkdir()
+    longest = "n" * MAX_SEGMENT_BYTES
+    assert fits_one_segment(longest)
+    assert not fits_one_segment(longest + "n")
+    assert not fits_one_segment("~" * 52)  # each escapes to five characters: 260 bytes
+    assert find_session_log(tmp_path, longest + "n") is None
+    assert not fits_one_segment("")
+    with pytest.raises(ValueError, match="empty"):
+        find_session_log(tmp_path, "")

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from actors.session_log._errors import LogWriteError
+from actors.session_log._errors import LogStorageError, LogWriteError
 from actors.session_log._header import SessionHeader
 from actors.session_log._layout import Compression
 from actors.session_log._reader import load_session
@@ -397,7 +397,8 @@ def test_create_refuses_bad_input(tmp_path: Path) -> None:
 
 
 def test_second_materialisation_of_one_path_fails(tmp_path: Path) -> None:
-    """Two writers racing to create one log: the second publish is refused."""
+    """Two writers racing to create one log: the second publish is refused and its batch
+    discarded."""
     first = new_writer(tmp_path)
     second = new_writer(tmp_path)
     first.append("turn/start", {"turn": 1})
@@ -405,7 +406,7 @@ def test_second_materialisation_of_one_path_fails(tmp_path: Path) -> None:
     first.flush()
     with pytest.raises(LogWriteError, match="a log already exists"):
         second.flush()
-    assert second.pending_count == 1
+    assert (second.pending_count, second.next_seq) == (0, 0)
     assert load_session(first.path).events[0]["data"] == {"turn": 1}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["session.jsonl.zstd"]
 
@@ -441,7 +442,8 @@ def test_fsync_is_configurable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_failed_append_rolls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A write that fails half-way restores the file size; a retry writes each event once."""
+    """A write that fails half-way restores the file size and discards the batch: the next
+    append reuses its seq and the failed event is never written."""
     writer = new_writer(tmp_path, "none")
     writer.append("turn/start", {"turn": 1})
     writer.flush()
@@ -454,14 +456,16 @@ def test_failed_append_rolls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "write", broken)
-    with pytest.raises(LogWriteError, match="No space left on device"):
+    with pytest.raises(LogStorageError, match="No space left on device") as failed:
         writer.flush()
+    assert (failed.value.reason, failed.value.errno_name) == ("no-space", "ENOSPC")
     assert writer.path.stat().st_size == size
-    assert writer.pending_count == 1
+    assert (writer.pending_count, writer.next_seq) == (0, 1)
     monkeypatch.setattr(os, "write", real_write)
+    writer.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
     writer.close()
     loaded = load_session(writer.path)
-    assert [e["type"] for e in loaded.events][: loaded.stored_count] == ["turn/start", "step/start"]
+    assert [e["type"] for e in loaded.events][: loaded.stored_count] == ["turn/start", "turn/end"]
 
 
 # --- open for append and repair ---

@@ -23,6 +23,7 @@ from actors.store._indexing import (
     IndexProgress,
     ProgressBar,
     detect_compression,
+    header_row,
     index_sessions,
     render_summary,
     row_for,
@@ -91,20 +92,27 @@ def test_real_fixtures_index_with_upstreams_rejections(
     dsh_root: dict[str, Path], cache: ProjectionCache
 ) -> None:
     """159 fixtures are indexed exactly as a full load sees them; the ten upstream rejects are
-    rejected with the loader's reason and their path."""
+    rejected with the loader's reason and their path, and listed by their header all the same
+    (a row with the header's facts, nothing projected, and the reason)."""
     summary = index_sessions(root_of(dsh_root), cache)
-    assert (summary.found, summary.indexed, summary.unchanged) == (169, 159, 0)
+    assert (summary.found, summary.indexed, summary.unchanged) == (169, 169, 0)
     assert summary.compression == "none"
     by_path = {rejection.path: rejection.reason for rejection in summary.rejected}
     assert set(by_path) == {str(dsh_root[name]) for name in UPSTREAM_REJECTS}
+    assert all(rejection.listed for rejection in summary.rejected)
     assert all("failed validation" in reason for reason in by_path.values())
     cordis = by_path[str(dsh_root["apps__web__tests__snapshots__cordis-tool-round__session.jsonl"])]
     assert "sourceEventSeqs must reference earlier events" in cordis
     root_id = cache.root_id(root_of(dsh_root), "none")
     for name, path in dsh_root.items():
-        if name in UPSTREAM_REJECTS:
-            continue
         stat = path.stat()
+        if name in UPSTREAM_REJECTS:
+            header = SessionHeader.from_record(header_record(path))
+            assert cache.get(header.id) == header_row(
+                header, str(path), root_id, stat.st_size, stat.st_mtime_ns,
+                load_error=by_path[str(path)],
+            )  # fmt: skip
+            continue
         loaded = load_session(path)
         assert cache.get(loaded.header.id) == row_for(
             loaded, root_id, stat.st_size, stat.st_mtime_ns
@@ -123,6 +131,7 @@ def test_a_second_run_reads_nothing(
     again = index_sessions(root, cache)
     assert len(reads.paths) == 169
     assert (again.indexed, again.unchanged, len(again.rejected)) == (0, 169, 10)
+    assert all(rejection.listed for rejection in again.rejected)
 
 
 def test_only_changed_files_are_read_again(
@@ -139,16 +148,18 @@ def test_only_changed_files_are_read_again(
     gone_id = header_record(gone)["id"]
     gone.unlink()
     rejected_gone = dsh_root[next(iter(sorted(UPSTREAM_REJECTS)))]
+    rejected_gone_id = header_record(rejected_gone)["id"]
     rejected_gone.unlink()
     reads.paths.clear()
     summary = index_sessions(root, cache)
     assert reads.paths == [changed]
-    assert (summary.found, summary.indexed, summary.unchanged, summary.removed) == (167, 1, 166, 1)
+    assert (summary.found, summary.indexed, summary.unchanged, summary.removed) == (167, 1, 166, 2)
     assert len(summary.rejected) == 9
     row = cache.get(header_record(changed)["id"])
     assert row is not None and row.title == "Renamed by hand"
     assert cache.get(gone_id) is None
-    assert str(rejected_gone) not in cache.rejected_of_root(cache.root_id(root, "none"))
+    assert cache.get(rejected_gone_id) is None
+    assert str(rejected_gone) not in cache.load_errors(cache.root_id(root, "none"))
 
 
 def _write_log(path: Path, session_id: str, cwd: str | None) -> None:
@@ -282,18 +293,17 @@ def test_index_command_builds_then_refreshes_incrementally(
         return done.stdout
 
     total = len(dsh_root)
-    loaded = total - len(UPSTREAM_REJECTS)
     first = run()
-    assert f": {total} transcripts, {loaded} read, 0 unchanged, 10 rejected" in first
+    assert f": {total} transcripts, {total} read, 0 unchanged, 10 rejected (10 listed by " in first
     for name in UPSTREAM_REJECTS:
-        assert f"  rejected {dsh_root[name]}: " in first
+        assert f"  rejected (listed by header) {dsh_root[name]}: " in first
     assert "failed validation: Error: seed request/header at index 0 lacks provider/model" in first
     second = run()
     # Rejected files that did not change are not re-read either; their reasons are kept.
-    assert f": {total} transcripts, 0 read, {total} unchanged, 10 rejected" in second
-    assert second.count("  rejected ") == 10
+    assert f": {total} transcripts, 0 read, {total} unchanged, 10 rejected (10 listed" in second
+    assert second.count("  rejected (listed by header) ") == 10
     cache = ProjectionCache.open(tmp_path / "data" / "sessions.sqlite3")
     try:
-        assert cache.count() == loaded
+        assert cache.count() == total
     finally:
         cache.close()

@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 
+from actors.store._cache_rows import CachedSession, ListCursor
+from actors.store._cache_schema import SCHEMA_VERSION
 from actors.store._projection_cache import (
-    SCHEMA_VERSION,
-    CachedSession,
-    ListCursor,
     ProjectionCache,
     ProjectionCacheError,
     RecordedModelRoute,
@@ -56,6 +55,7 @@ def test_rows_round_trip(cache: ProjectionCache) -> None:
         last_seq=41,
         file_size=1234,
         file_mtime_ns=99,
+        load_error="failed validation",
     )
     cache.upsert([full])
     assert cache.get("a") == full
@@ -171,6 +171,16 @@ def test_rejections_are_remembered_and_replaced_by_a_row(cache: ProjectionCache)
     assert cache.rejected_of_root(1) == {}
 
 
+def test_load_errors_name_the_listed_rows_whose_body_failed(cache: ProjectionCache) -> None:
+    """Rows listed by their header alone are found per root with their reason; a later row
+    for the same id that loads clears it."""
+    cache.upsert([row("ok", 1), row("bad", 2, load_error="corrupt"), row("x", 3, root_id=2)])
+    assert cache.load_errors(1) == {row("bad", 2).path: "corrupt"}
+    assert ids(cache.list_page([1], limit=10)) == ["bad", "ok"]
+    cache.upsert([row("bad", 2, title="Loads now")])
+    assert cache.load_errors(1) == {}
+
+
 def test_model_routes_are_kept(cache: ProjectionCache) -> None:
     """A route is stored with its recording time and replaced by the next one."""
     assert cache.model_route("a") is None
@@ -200,6 +210,26 @@ def test_another_schema_version_rebuilds_derived_tables_but_keeps_routes(tmp_pat
         assert route is not None and route.model == "m"
     finally:
         reopened.close()
+
+
+def test_a_version_1_cache_is_rebuilt_with_load_errors(tmp_path: Path) -> None:
+    """A cache of the first layout (no ``load_error`` column) is dropped and rebuilt, so rows
+    listed by their header alone can be written to it."""
+    path = tmp_path / "cache.sqlite3"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, root_id INTEGER NOT NULL, path TEXT NOT "
+        "NULL, cwd TEXT, created_at INTEGER NOT NULL, parent_session TEXT, origin TEXT, title "
+        "TEXT, subagent_label TEXT, last_seq INTEGER, file_size INTEGER NOT NULL, file_mtime_ns "
+        "INTEGER NOT NULL) STRICT; PRAGMA user_version = 1;"
+    )
+    db.close()
+    cache = ProjectionCache.open(path)
+    try:
+        cache.upsert([row("bad", 2, load_error="corrupt")])
+        assert cache.get("bad") == row("bad", 2, load_error="corrupt")
+    finally:
+        cache.close()
 
 
 def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
