@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 import resource
-import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import msgpack
@@ -25,6 +24,7 @@ import zmq
 from actors.cli._demo import start_server_process
 from actors.cluster import rendezvous_owner, shard_of
 from actors.session_log._reader import load_session
+from tests._disks import read_only
 from tests.actors.cluster._acks import AckLog
 from tests.actors.cluster._cluster import SHARDS, Cluster, running_cluster, user_message
 from tests.actors.cluster.test_crash_recovery import agents_on
@@ -281,31 +281,6 @@ async def test_full_disk_fails_appends_clearly_and_writes_nothing_half(tmp_path:
 # typed error naming the file and the reason, nothing is half-written, and reads keep serving.
 
 
-def _mount(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["mount", *args], capture_output=True, text=True, check=False)
-
-
-@contextmanager
-def _read_only_overlay(directory: Path) -> Iterator[None]:
-    """Stack a read-only bind mount of ``directory`` on itself; skip if mounting is denied."""
-    if shutil.which("mount") is None or shutil.which("umount") is None:
-        pytest.skip("read-only data directory test needs mount(8) and umount(8)")
-    bound = _mount("--bind", str(directory), str(directory))
-    if bound.returncode != 0:
-        pytest.skip(f"cannot bind-mount (needs CAP_SYS_ADMIN): {bound.stderr.strip()}")
-    try:
-        remounted = _mount("-o", "remount,bind,ro", str(directory))
-        if remounted.returncode != 0:
-            pytest.skip(f"cannot remount read-only: {remounted.stderr.strip()}")
-        probe = directory / ".write-probe"
-        with pytest.raises(OSError, match="Read-only file system"):
-            probe.write_bytes(b"")
-        yield
-    finally:
-        if subprocess.run(["umount", str(directory)], check=False).returncode != 0:
-            subprocess.run(["umount", "-l", str(directory)], check=False)
-
-
 async def _seed(
     tmp_path: Path, agents: list[str], acks: AckLog, *, workers: int = 2
 ) -> dict[str, Path]:
@@ -368,7 +343,7 @@ async def test_data_directory_turning_read_only_fails_writes_clearly_and_reads_s
                     for a in agents
                 }
                 before = _listing(data)
-                with _read_only_overlay(data):
+                with read_only(data):
                     for a in agents:
                         for k in (1, 2):
                             try:
@@ -419,7 +394,7 @@ async def test_read_only_data_directory_is_refused_at_start_with_one_clear_line(
     paths = await _seed(tmp_path, agents, acks)
     data = tmp_path / "data"
     before = _listing(data)
-    with _read_only_overlay(data):
+    with read_only(data):
         argv = [sys.executable, "-m", "actors", "serve", "--endpoint", f"ipc://{tmp_path}/ro.sock"]
         argv += ["--data", str(data)]
         if workers:
