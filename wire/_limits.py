@@ -1,4 +1,5 @@
-"""Limits on hostile input that the frame size alone does not bound.
+"""The server's limits (:class:`ServerLimits`, the ``[wire]`` table), and limits on hostile
+input that the frame size alone does not bound.
 
 A peer that stops reading makes the server hold its replies: :data:`DEFAULT_MAX_BACKLOG` and
 :data:`DEFAULT_MAX_BACKLOG_BYTES` bound what is kept for one peer before it is dropped as a
@@ -29,6 +30,7 @@ __all__ = [
     "DEFAULT_MAX_BACKLOG_BYTES",
     "ArgumentLimits",
     "LimitExceeded",
+    "ServerLimits",
     "check_arguments",
     "is_flat",
     "salvage_call_id",
@@ -188,3 +190,29 @@ def _integer_at(frame: bytes, offset: int) -> bool:
         return False
     first = frame[offset]
     return first in _POSITIVE_FIXINT or first in _UINTS or first in _INTS
+
+
+@attrs.frozen(kw_only=True)
+class ServerLimits:
+    """Limits and timers a server announces in its welcome (``docs/protocol.md`` § Limits)."""
+
+    #: Interval between pings to each peer (seconds).
+    heartbeat: float = 1.0
+    #: A peer silent this long is lost (seconds); the driver checks at least every 0.25 s.
+    peer_timeout: float = 2.5
+    #: Largest frame accepted or sent (bytes).
+    max_frame_bytes: int = 8 * 1024 * 1024
+    #: Calls one peer may have in flight; more are answered ``overloaded``.
+    max_in_flight: int = 4096
+    #: Calls all peers together may have in flight; more are answered ``overloaded``.
+    max_in_flight_total: int = 65536
+    #: Frames and bytes held per peer whose pipe is full before it is dropped as a slow
+    #: consumer (not announced; ``[wire] maxBacklog`` and ``maxBacklogBytes``).
+    max_backlog: int = 100_000
+    max_backlog_bytes: int = DEFAULT_MAX_BACKLOG_BYTES
+    #: Deepest nesting of arrays and maps in a call's ``args`` (``args`` is depth 1).
+    max_arg_depth: int = DEFAULT_MAX_ARG_DEPTH
+    #: Most elements in any one array or map of a call's ``args``.
+    max_arg_items: int = DEFAULT_MAX_ARG_ITEMS
+    #: Server software name sent in the welcome.
+    name: str = "agent-actors"

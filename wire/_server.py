@@ -262,10 +262,10 @@ class Server:
                             self._expiring.add(handle)
                 case PeerGreeted(peer, hello):
                     log.debug("peer %s greeted (%s)", peer.hex(), hello.name)
-                case PeerDropped(peer, reason):
+                case PeerDropped(peer, reason, discard_frames):
                     self._keys.pop(peer, None)
                     log.info("peer %s dropped: %s", peer.hex(), reason)
-                    if self._pump is not None:
+                    if self._pump is not None and discard_frames:
                         self._pump.forget_peer(peer)
 
     def _drop_stuck(self, peer: bytes) -> None:

@@ -18,14 +18,8 @@ import attrs
 from wire._codec import decode, encode, encode_result
 from wire._codec_relay import encode_encoded_result
 from wire._errors import CancelReason, ErrorCode, LocalProtocolError, RemoteProtocolError
-from wire._limits import (
-    DEFAULT_MAX_ARG_DEPTH,
-    DEFAULT_MAX_ARG_ITEMS,
-    DEFAULT_MAX_BACKLOG_BYTES,
-    ArgumentLimits,
-    check_arguments,
-    is_flat,
-)
+from wire._limits import ArgumentLimits, check_arguments, is_flat
+from wire._limits import ServerLimits as ServerLimits
 from wire._messages import (
     PROTOCOL_VERSION,
     Bye,
@@ -54,32 +48,6 @@ __all__ = [
     "ServerProtocol",
     "StartCall",
 ]
-
-
-@attrs.frozen(kw_only=True)
-class ServerLimits:
-    """Limits and timers a server announces in its welcome (``docs/protocol.md`` § Limits)."""
-
-    #: Interval between pings to each peer (seconds).
-    heartbeat: float = 1.0
-    #: A peer silent this long is lost (seconds); the driver checks at least every 0.25 s.
-    peer_timeout: float = 2.5
-    #: Largest frame accepted or sent (bytes).
-    max_frame_bytes: int = 8 * 1024 * 1024
-    #: Calls one peer may have in flight; more are answered ``overloaded``.
-    max_in_flight: int = 4096
-    #: Calls all peers together may have in flight; more are answered ``overloaded``.
-    max_in_flight_total: int = 65536
-    #: Frames and bytes held per peer whose pipe is full before it is dropped as a slow
-    #: consumer (not announced; ``[wire] maxBacklog`` and ``maxBacklogBytes``).
-    max_backlog: int = 100_000
-    max_backlog_bytes: int = DEFAULT_MAX_BACKLOG_BYTES
-    #: Deepest nesting of arrays and maps in a call's ``args`` (``args`` is depth 1).
-    max_arg_depth: int = DEFAULT_MAX_ARG_DEPTH
-    #: Most elements in any one array or map of a call's ``args``.
-    max_arg_items: int = DEFAULT_MAX_ARG_ITEMS
-    #: Server software name sent in the welcome.
-    name: str = "agent-actors"
 
 
 class Interrupted(enum.Enum):
@@ -150,6 +118,9 @@ class PeerDropped:
 
     peer: bytes
     reason: str
+    #: Whether the frames already queued for the peer are discarded; not on a re-hello, where
+    #: the same peer starts over and they (a first ``welcome``, answers) are still its own.
+    discard_frames: bool = True
 
 
 ServerEvent = Send | StartCall | CancelCall | PeerGreeted | PeerDropped
@@ -217,9 +188,14 @@ class ServerProtocol:
             case Pong():
                 return []
             case Hello():
-                # The client thinks it lost us and starts over: its old calls are abandoned.
-                events = self._drop(known, "re-hello")
-                return [*events, *self._greet(peer, message, now)]
+                # The client starts over (it thinks it lost us, or re-sent its hello before our
+                # welcome came): its calls are abandoned. Each still gets its one terminal
+                # frame, peer-lost, sent before the new welcome so that no client can take it for
+                # a call of the new session; a pipelining client learns its call was dropped.
+                abandoned = sorted(known.calls)
+                events = self._drop(known, "re-hello", discard_frames=False)
+                notices = [Send(peer, encode(_abandoned(call_id))) for call_id in abandoned]
+                return [*events, *notices, *self._greet(peer, message, now)]
             case Bye():
                 return self._drop(known, "bye")
         return [Send(peer, encode(_unexpected(message)))]
@@ -406,9 +382,9 @@ class ServerProtocol:
         """A bye for every peer; send after the last terminal frame of a shutdown."""
         return [Send(identity, self._bye) for identity in self._peers]
 
-    def _drop(self, peer: _Peer, reason: str) -> list[ServerEvent]:
+    def _drop(self, peer: _Peer, reason: str, *, discard_frames: bool = True) -> list[ServerEvent]:
         del self._peers[peer.identity]
-        events: list[ServerEvent] = [PeerDropped(peer.identity, reason)]
+        events: list[ServerEvent] = [PeerDropped(peer.identity, reason, discard_frames)]
         for record in peer.calls.values():
             self._in_flight -= 1
             events.extend(self._cancel(record, CancelReason.PEER_LOST))
@@ -493,6 +469,15 @@ def _interruption(record: CallRecord, state: CallState, how: Interrupted) -> Err
         f"call cancelled while {stage} (shutdown)",
         state=stage,
         reason=CancelReason.SHUTDOWN.value,
+    )
+
+
+def _abandoned(call_id: int) -> Error:
+    return Error.of(
+        call_id,
+        ErrorCode.PEER_LOST,
+        "call abandoned: the client said hello again before it ended",
+        reason="re-hello",
     )
 
 

@@ -86,6 +86,32 @@ class TestGreeting:
             id=None, code="peer-lost", message="unknown peer: send hello first", details={"id": 4}
         )
 
+    def test_re_hello_ends_each_abandoned_call_before_the_new_welcome(
+        self, proto: ServerProtocol
+    ) -> None:
+        """A second hello abandons the peer's calls, but each gets one peer-lost frame, sent
+        before the new welcome; the frames already queued for the peer are kept."""
+        [first] = started(call(proto, 1))
+        [second] = started(call(proto, 2))
+        events = proto.receive(PEER, encode(Hello(name="again")), now=1.0)
+        dropped = [e for e in events if isinstance(e, PeerDropped)]
+        assert dropped == [PeerDropped(PEER, "re-hello", discard_frames=False)]
+        assert [e.record for e in events if isinstance(e, CancelCall)] == [
+            first.record,
+            second.record,
+        ]
+        frames = sent(events)
+        assert [(f.id, f.code, f.details) for f in frames[:2]] == [  # type: ignore[attr-defined]
+            (1, "peer-lost", {"reason": "re-hello"}),
+            (2, "peer-lost", {"reason": "re-hello"}),
+        ]
+        assert isinstance(frames[2], Welcome)
+        # The abandoned handlers' own ends send nothing: their one frame has gone out.
+        assert proto.finish_call(first.record, Interrupted.CANCELLED) is None
+        assert proto.finish_call(second.record, Result(id=2, value=None)) is None
+        # The new session may use the same ids again.
+        assert len(started(call(proto, 1, now=1.0))) == 1
+
     @pytest.mark.parametrize("message", [Cancel(id=1), Bye(), Pong()])
     def test_harmless_frames_from_strangers_are_ignored(self, message: object) -> None:
         """cancel, bye and pong from an unknown peer need no answer."""
