@@ -27,3 +27,21 @@ from actors._remote import Remote as Remote
 from actors._remote import RemoteService as RemoteService
 from actors._system import ActorSystem as ActorSystem
 from actors._system import ActorSystemStatistics as ActorSystemStatistics
+
+__all__ = [
+    "ActorSystem",
+    "ActorSystemStatistics",
+    "Agent",
+    "AgentDirectory",
+    "AgentState",
+    "Agents",
+    "Config",
+    "ConfigError",
+    "Diagnostics",
+    "InMemoryAgentDirectory",
+    "Mailbox",
+    "MailboxStatistics",
+    "Remote",
+    "RemoteService",
+    "load_config",
+]
