@@ -36,9 +36,9 @@ from typing import Any
 
 import attrs
 
-from wire._errors import CancelReason, ErrorCode, UnavailableError, WireError
+from wire._errors import CancelReason, UnavailableError, WireError
 from wire._messages import Error, Result
-from wire._server_protocol import CallRecord, EncodedResult, Interrupted
+from wire._server_protocol import CallRecord, EncodedResult, Interrupted, cancelled_error
 
 __all__ = ["ANSWER_GRACE", "Detach", "DetachedCall", "error_reply"]
 
@@ -154,15 +154,7 @@ class DetachedCall:
         if state not in ("queued", "running") or reason is None:
             self._finish(Interrupted.CANCELLED)
             return
-        self._finish(
-            Error.of(
-                record.call.id,
-                ErrorCode.CANCELLED,
-                f"call cancelled while {state} ({reason.value})",
-                state=state,
-                reason=reason.value,
-            )
-        )
+        self._finish(cancelled_error(record.call.id, state, reason))
 
     def resume(self, handler: Callable[[], Awaitable[Any]]) -> None:
         """Go on in a task running ``handler()``, whose value or error answers the call."""

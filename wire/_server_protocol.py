@@ -47,6 +47,7 @@ __all__ = [
     "ServerLimits",
     "ServerProtocol",
     "StartCall",
+    "cancelled_error",
 ]
 
 
@@ -441,18 +442,22 @@ def _encode_reply(reply: Result | Error | EncodedResult) -> bytes:
     return encode(Error.of(reply.id, ErrorCode.INTERNAL, reason))
 
 
+def cancelled_error(call_id: int, stage: str, reason: CancelReason) -> Error:
+    """The ``cancelled`` frame of a call stopped while ``stage`` (``queued``/``running``)."""
+    return Error.of(
+        call_id,
+        ErrorCode.CANCELLED,
+        f"call cancelled while {stage} ({reason.value})",
+        state=stage,
+        reason=reason.value,
+    )
+
+
 def _interruption(record: CallRecord, state: CallState, how: Interrupted) -> Error:
     call_id = record.call.id
     if state is CallState.CANCELLING_QUEUED or state is CallState.CANCELLING_RUNNING:
         stage = "queued" if state is CallState.CANCELLING_QUEUED else "running"
-        reason = record.cancel_reason or CancelReason.CALLER
-        return Error.of(
-            call_id,
-            ErrorCode.CANCELLED,
-            f"call cancelled while {stage} ({reason.value})",
-            state=stage,
-            reason=reason.value,
-        )
+        return cancelled_error(call_id, stage, record.cancel_reason or CancelReason.CALLER)
     stage = "queued" if state is CallState.QUEUED else "running"
     if how is Interrupted.DEADLINE:
         return Error.of(
@@ -463,13 +468,7 @@ def _interruption(record: CallRecord, state: CallState, how: Interrupted) -> Err
             reason=CancelReason.DEADLINE.value,
         )
     # Cancelled without a cancel request: the server's own scope ended the handler.
-    return Error.of(
-        call_id,
-        ErrorCode.CANCELLED,
-        f"call cancelled while {stage} (shutdown)",
-        state=stage,
-        reason=CancelReason.SHUTDOWN.value,
-    )
+    return cancelled_error(call_id, stage, CancelReason.SHUTDOWN)
 
 
 def _abandoned(call_id: int) -> Error:
