@@ -1,8 +1,9 @@
 """The projection cache's SQLite file: its schema, its upgrades and how it is opened.
 
 The ``sessions``, ``rejected``, ``roots`` and ``meta`` tables are derived (the indexer rebuilds
-them from the logs), so a file of another schema version simply drops them; ``model_routes`` is
-not derived (hosts record the routes) and survives. Connections use a WAL journal and
+them from the logs), so a file of another schema version simply drops them; ``model_routes`` and
+``model_route_keys`` (the idempotency keys of ``sessions/setModelRoute``) are not derived (hosts
+record the routes) and survive. Connections use a WAL journal and
 ``synchronous=NORMAL``: the cache can always be rebuilt, so a commit needs no fsync.
 """
 
@@ -56,6 +57,17 @@ CREATE TABLE IF NOT EXISTS model_routes (
     context_window INTEGER,
     updated_at INTEGER NOT NULL
 ) STRICT;
+CREATE TABLE IF NOT EXISTS model_route_keys (
+    session_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    request TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    context_window INTEGER,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (session_id, key)
+) STRICT;
+CREATE INDEX IF NOT EXISTS model_route_keys_age ON model_route_keys (session_id, updated_at);
 """
 
 

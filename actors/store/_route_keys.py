@@ -21,20 +21,6 @@ from actors.store._projection_cache import ProjectionCache, RecordedModelRoute
 
 __all__ = ["set_model_route_keyed"]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS model_route_keys (
-    session_id TEXT NOT NULL,
-    key TEXT NOT NULL,
-    request TEXT NOT NULL,
-    provider TEXT NOT NULL,
-    model TEXT NOT NULL,
-    context_window INTEGER,
-    updated_at INTEGER NOT NULL,
-    PRIMARY KEY (session_id, key)
-) STRICT;
-CREATE INDEX IF NOT EXISTS model_route_keys_age ON model_route_keys (session_id, updated_at);
-"""
-
 
 def set_model_route_keyed(
     cache: ProjectionCache,
@@ -53,7 +39,6 @@ def set_model_route_keyed(
     now = time.time_ns() // 1_000_000
     # The cache's own transaction: the key commits with the route, or neither does.
     with cache._write(listing_changed=False) as db:
-        _ensure_schema(db)
         if not db.in_transaction:
             # Look-up and write under one write lock: two processes cannot both miss the key.
             db.execute("BEGIN IMMEDIATE")
@@ -91,13 +76,6 @@ def set_model_route_keyed(
         )
         _prune(db, session_id, now, policy)
     return stamped
-
-
-def _ensure_schema(db: sqlite3.Connection) -> None:
-    # Statement by statement: executescript would commit the caller's transaction.
-    for statement in _SCHEMA.split(";"):
-        if statement.strip():
-            db.execute(statement)
 
 
 def _prune(db: sqlite3.Connection, session_id: str, now: int, policy: IdempotencyPolicy) -> None:
