@@ -123,8 +123,6 @@ class SocketPump:
         self._router = router
         self._on_receive = on_receive
         self._on_unreachable = on_unreachable
-        self._max_backlog = max_backlog
-        self._max_backlog_bytes = max_backlog_bytes
         self._outgoing: collections.deque[tuple[bytes, bytes]] = collections.deque()
         self._held = HeldFrames(
             max_frames=max_backlog, max_bytes=max_backlog_bytes, on_stuck=on_stuck
