@@ -81,7 +81,8 @@ MAX_PAGE = 1000
 
 #: Integers the session log and its cache keep: exact in a JavaScript number (DSH reads the
 #: logs in TypeScript) and so within SQLite's 64-bit INTEGER.
-_STORED_INT = Range(min=-(2**53 - 1), max=2**53 - 1)
+_SAFE_INTEGER = 2**53 - 1
+_STORED_INT = Range(min=-_SAFE_INTEGER, max=_SAFE_INTEGER)
 
 
 @attrs.frozen(kw_only=True)
@@ -194,7 +195,7 @@ class Sessions(RemoteService, key="sessions"):
     ) -> CreatedSession:
         """Create a session (header only; a fresh UUID unless ``sessionId`` is given, the
         key's own id when only ``idempotencyKey`` is)."""
-        if session_id is not None and session_id and not fits_one_segment(session_id):
+        if session_id and not fits_one_segment(session_id):
             raise ArgumentsInvalidError(
                 f"sessionId is too long: its directory name would exceed {MAX_SEGMENT_BYTES} bytes",
                 details={"path": "sessionId", "limit": MAX_SEGMENT_BYTES},
@@ -280,7 +281,7 @@ class Sessions(RemoteService, key="sessions"):
         agent: Agent,
         provider: str,
         model: str,
-        context_window: Annotated[int, Range(min=1, max=2**53 - 1)] | None = None,
+        context_window: Annotated[int, Range(min=1, max=_SAFE_INTEGER)] | None = None,
         idempotency_key: str | None = None,
     ) -> ModelRouteInfo:
         """Record the agent's model route ``{provider, model, contextWindow}``."""
