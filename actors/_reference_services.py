@@ -23,19 +23,24 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import trio
 
 from actors._agents import Agent
 from actors._fresh_read import FreshRead
 from actors._remote import Remote, RemoteService
-from actors.file_references import FileCandidate, FileReferenceService
+from actors.file_references import FileReferenceCandidate, FileReferenceService
 from actors.session_references import (
     CandidateIndex,
+    ContentBlock,
     ParsedSessionReferenceText,
+    PreparedReferencedMessage,
     SessionReferenceConfig,
     SessionReferenceError,
+    SessionReferenceErrorCode,
+    SessionReferenceInput,
+    SessionReferenceMentionCandidate,
     SourceSnapshot,
     SpillStore,
     discard_spills,
@@ -43,6 +48,7 @@ from actors.session_references import (
     prepare,
 )
 from actors.store import ProjectionCache
+from wire import HANDLER_CHECKED
 
 __all__ = ["SessionFileReferences", "SessionReferenceResolver"]
 
@@ -66,7 +72,7 @@ class SessionFileReferences(RemoteService, key="sessionFileReferences", namespac
         self._default_cwd = default_cwd
 
     @Remote("list")
-    async def list_references(self, agent: Agent, query: str) -> list[FileCandidate]:
+    async def list_references(self, agent: Agent, query: str) -> list[FileReferenceCandidate]:
         """Completion candidates ``{path, kind}`` for ``query`` inside the agent's cwd."""
         cwd = getattr(agent.state, "cwd", None) or self._default_cwd
         return await self._files.list(agent.id, cwd, query)
@@ -100,18 +106,28 @@ class SessionReferenceResolver(RemoteService, key="sessionReferenceResolver"):
         self._revision = FreshRead(cache.revision)
 
     @Remote("candidates")
-    async def remote_export_candidates(self, agent: Agent, query: str = "") -> list[dict[str, Any]]:
+    async def remote_export_candidates(
+        self, agent: Agent, query: str = ""
+    ) -> list[SessionReferenceMentionCandidate]:
         """Sessions the agent may mention, cwd affinity first then newest, each with its
         canonical mention ``@[displayTitle ?? label](dsh-session:…)``."""
         index = await self._current_index()
         return index.remote_candidates(agent.state, query, config=self._config)
 
-    @Remote("prepare")
+    @Remote("prepare", errors=SessionReferenceErrorCode)
     async def remote_prepare(
-        self, agent: Agent, content: Any, references: list[Any]
-    ) -> dict[str, Any]:
-        """``{content, additionalContext?}``: the referenced sessions frozen into one
-        bounded context message (see session-reference-newer.md §4)."""
+        self,
+        agent: Agent,
+        content: Annotated[str | list[ContentBlock], HANDLER_CHECKED],
+        references: Annotated[list[SessionReferenceInput], HANDLER_CHECKED],
+    ) -> PreparedReferencedMessage:
+        """``{content, additionalContext?}``: ``content`` (returned as a copy) and the
+        referenced sessions (at most three) frozen into one bounded, untrusted context message.
+
+        Each reference is read once, through its own agent; the context message's source
+        records what was kept of each. Malformed references answer
+        ``SESSION_REFERENCE_INVALID_REFERENCE`` with upstream's exact message.
+        """
         state = agent.state
 
         async def lookup_model_route() -> Any:
@@ -138,7 +154,7 @@ class SessionReferenceResolver(RemoteService, key="sessionReferenceResolver"):
             raise SessionReferenceError.cancelled(exc) from exc
         return prepared.to_wire()
 
-    @Remote("parseMentions")
+    @Remote("parseMentions", errors=Literal["SESSION_REFERENCE_INVALID_REFERENCE"])
     async def remote_parse_mentions(self, agent: Agent, text: str) -> ParsedSessionReferenceText:
         """``{text, references: [{sessionId, label}, …]}``: ``text`` with every mention
         (``@[label](dsh-session:…)`` or a bare ``dsh-session:…``) replaced by ``@label``, and

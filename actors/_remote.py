@@ -57,6 +57,8 @@ class RemoteMethod:
     name: str | None
     #: Whether the method changes the agent's state (runs exclusively, in arrival order).
     mutates: bool
+    #: The error codes it answers with besides the generic ones (``EndpointSpec.errors``).
+    errors: Any = None
 
 
 _MARKER = "__remote_method__"
@@ -67,17 +69,22 @@ def Remote(function: F, /) -> F: ...
 
 
 @overload
-def Remote(alias: str | None = None, /, *, mutates: bool = False) -> Callable[[F], F]: ...
+def Remote(
+    alias: str | None = None, /, *, mutates: bool = False, errors: Any = None
+) -> Callable[[F], F]: ...
 
 
-def Remote(target: Any = None, /, *, mutates: bool = False) -> Any:
+def Remote(target: Any = None, /, *, mutates: bool = False, errors: Any = None) -> Any:
     """Mark a method as a remote endpoint.
 
     ``@Remote``, ``@Remote("alias")``, ``@Remote(mutates=True)``. Read-only methods (the
     default) may run concurrently on one agent; ``mutates=True`` methods run exclusively, in
-    arrival order. An ``async def`` method runs in its own task and can be cancelled at any
-    checkpoint; a plain ``def`` method may run inline and cannot be cancelled once it started
-    (see the module docstring): use it only for work that never blocks.
+    arrival order. ``errors`` names the codes the method answers with besides the generic
+    ones, as a literal union or an enum (``errors=SessionReferenceErrorCode``); they are
+    listed with the endpoint in ``system/describe``. An ``async def`` method runs in its own
+    task and can be cancelled at any checkpoint; a plain ``def`` method may run inline and
+    cannot be cancelled once it started (see the module docstring): use it only for work that
+    never blocks.
     """
 
     def mark(function: F, alias: str | None) -> F:
@@ -88,7 +95,7 @@ def Remote(target: Any = None, /, *, mutates: bool = False) -> Any:
                 f"@Remote method {getattr(function, '__qualname__', function)!r} must be a "
                 "plain or async function, not a generator"
             )
-        setattr(function, _MARKER, RemoteMethod(name=alias, mutates=mutates))
+        setattr(function, _MARKER, RemoteMethod(name=alias, mutates=mutates, errors=errors))
         return function
 
     if callable(target):
@@ -161,6 +168,7 @@ def _endpoint_spec(namespace: str, marker: RemoteMethod, function: Any) -> Endpo
         result=hints.get("return", Any),
         mutates=marker.mutates,
         doc=doc.split("\n\n", 1)[0],
+        errors=marker.errors,
     )
 
 

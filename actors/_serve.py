@@ -24,18 +24,36 @@ from actors._builtin_services import Agents, Diagnostics
 from actors._config import Config
 from actors._query_limits import limit_queries
 from actors._reference_services import SessionFileReferences, SessionReferenceResolver
+from actors._remote import RemoteService
+from actors._session_service import Sessions
 from actors._store_services import SessionServices, build_session_services
 from actors._system import ActorSystem
 from actors.file_references import FileReferenceService
 from actors.session_references import LocalSpillStore, SourceSnapshot
-from wire import CallContext, Server, SessionNotFoundError
+from wire import SYSTEM_SPECS, CallContext, Server, SessionNotFoundError, describe_endpoints
 from wire._security import ServerSecurity
 
-__all__ = ["READY_LINE", "Runtime", "open_runtime", "serve"]
+__all__ = ["BUILTIN_SERVICES", "READY_LINE", "Runtime", "describe_builtin", "open_runtime", "serve"]
 
 #: Printed (then the bound addresses) once the server accepts calls; the demo and tests wait
 #: for it.
 READY_LINE = "agent-actors: serving on"
+
+
+#: The services every server hosts (what :func:`open_runtime` registers).
+BUILTIN_SERVICES: tuple[type[RemoteService], ...] = (
+    Agents,
+    Diagnostics,
+    SessionFileReferences,
+    SessionReferenceResolver,
+    Sessions,
+)
+
+
+def describe_builtin() -> dict[str, Any]:
+    """What ``system/describe`` of a server of this package says, without starting one."""
+    specs = [spec for service in BUILTIN_SERVICES for spec in service.__remote_endpoints__]
+    return {"protocol": 1, **describe_endpoints([*SYSTEM_SPECS, *specs])}
 
 
 @attrs.frozen(kw_only=True)

@@ -1,10 +1,11 @@
 """wire: protocol v1 of agent-actors over ZeroMQ, and its trio client and server.
 
 Layout: the sans-IO core (``_messages``, ``_codec``, ``_codec_relay``, ``_errors``, ``_state``,
-``_server_protocol``, ``_client_protocol``, ``_shapes``, ``_constraints``, ``_endpoints``,
-``_detached``, ``_call_context``, ``_server_system``) never imports trio or zmq and never reads
-a clock; ``_pump``, ``_server``, ``_client`` and ``_proxy`` are the thin trio transport. This
-module pulls together the public API. ``wire`` never imports ``actors``.
+``_server_protocol``, ``_client_protocol``, ``_shapes``, ``_constraints``, ``_marks``,
+``_schema``, ``_endpoints``, ``_detached``, ``_call_context``, ``_server_system``) never
+imports trio or zmq and never reads a clock; ``_pump``, ``_server``, ``_client`` and
+``_proxy`` are the thin trio transport. This module pulls together the public API. ``wire``
+never imports ``actors``.
 """
 
 from wire._client import Client as Client
@@ -24,6 +25,7 @@ from wire._endpoints import Endpoint as Endpoint
 from wire._endpoints import EndpointSpec as EndpointSpec
 from wire._endpoints import Param as Param
 from wire._endpoints import Registry as Registry
+from wire._endpoints import describe_endpoints as describe_endpoints
 from wire._errors import ERROR_TYPES as ERROR_TYPES
 from wire._errors import AgentBusyError as AgentBusyError
 from wire._errors import ArgumentsInvalidError as ArgumentsInvalidError
@@ -50,6 +52,8 @@ from wire._errors import WireError as WireError
 from wire._io_threads import IO_THREAD_POLICIES as IO_THREAD_POLICIES
 from wire._io_threads import IoThreadPolicy as IoThreadPolicy
 from wire._io_threads import use_io_thread_policy as use_io_thread_policy
+from wire._marks import HANDLER_CHECKED as HANDLER_CHECKED
+from wire._marks import Named as Named
 from wire._messages import PROTOCOL_VERSION as PROTOCOL_VERSION
 from wire._messages import Bye as Bye
 from wire._messages import Call as Call
@@ -61,6 +65,8 @@ from wire._messages import Ping as Ping
 from wire._messages import Pong as Pong
 from wire._messages import Result as Result
 from wire._messages import Welcome as Welcome
+from wire._schema import DIALECT as SCHEMA_DIALECT
+from wire._schema import SchemaBuilder as SchemaBuilder
 from wire._security import ClientSecurity as ClientSecurity
 from wire._security import CurveKeyPair as CurveKeyPair
 from wire._security import ServerSecurity as ServerSecurity
@@ -68,14 +74,19 @@ from wire._server import Server as Server
 from wire._server import ServerStatistics as ServerStatistics
 from wire._server_protocol import ServerLimits as ServerLimits
 from wire._server_protocol import ServerProtocol as ServerProtocol
+from wire._server_system import SYSTEM_SPECS as SYSTEM_SPECS
+from wire._server_system import ServerStats as ServerStats
 from wire._shapes import WIRE_NAME as WIRE_NAME
 from wire._shapes import ShapeError as ShapeError
 
 __all__ = [
     "DEFERRED",
     "ERROR_TYPES",
+    "HANDLER_CHECKED",
     "IO_THREAD_POLICIES",
     "PROTOCOL_VERSION",
+    "SCHEMA_DIALECT",
+    "SYSTEM_SPECS",
     "WIRE_NAME",
     "AgentBusyError",
     "ArgumentsInvalidError",
@@ -103,6 +114,7 @@ __all__ = [
     "LocalProtocolError",
     "Message",
     "MovedError",
+    "Named",
     "NonNegativeFloat",
     "NonNegativeInt",
     "OverloadedError",
@@ -116,11 +128,13 @@ __all__ = [
     "RemoteProtocolError",
     "Result",
     "ResultInvalidError",
+    "SchemaBuilder",
     "Server",
     "ServerLimits",
     "ServerProtocol",
     "ServerSecurity",
     "ServerStatistics",
+    "ServerStats",
     "SessionNotFoundError",
     "SessionReferenceError",
     "ShapeError",
@@ -132,6 +146,7 @@ __all__ = [
     "Welcome",
     "WireError",
     "decode",
+    "describe_endpoints",
     "encode",
     "open_client",
     "use_io_thread_policy",

@@ -12,8 +12,10 @@ from typing import Any, Protocol
 
 import attrs
 
+from wire._codes import ErrorCode
 from wire._constraints import range_of
 from wire._errors import ArgumentsInvalidError
+from wire._schema import DIALECT, SchemaBuilder, codes_of
 from wire._shapes import (
     ShapeError,
     converter_for,
@@ -23,7 +25,9 @@ from wire._shapes import (
 )
 
 __all__ = [
+    "CALL_ERRORS",
     "DEFERRED",
+    "LOOKUP_ERRORS",
     "REQUIRED",
     "CallContext",
     "Endpoint",
@@ -31,6 +35,7 @@ __all__ = [
     "Handler",
     "Param",
     "Registry",
+    "describe_endpoints",
 ]
 
 
@@ -50,6 +55,27 @@ class _Deferred(enum.Enum):
 
 
 DEFERRED = _Deferred.DEFERRED
+
+
+#: The codes any call may end with, whatever its endpoint (``docs/protocol.md`` § Errors).
+CALL_ERRORS: tuple[ErrorCode, ...] = (
+    ErrorCode.ARGUMENTS_INVALID,
+    ErrorCode.CANCELLED,
+    ErrorCode.DEADLINE_EXCEEDED,
+    ErrorCode.OVERLOADED,
+    ErrorCode.TOO_LARGE,
+    ErrorCode.UNAUTHORIZED,
+    ErrorCode.UNAVAILABLE,
+    ErrorCode.PEER_LOST,
+    ErrorCode.INTERNAL,
+)
+
+#: The codes a call that names an agent may end with besides :data:`CALL_ERRORS`.
+LOOKUP_ERRORS: tuple[ErrorCode, ...] = (
+    ErrorCode.SESSION_NOT_FOUND,
+    ErrorCode.AGENT_BUSY,
+    ErrorCode.MOVED,
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -83,6 +109,15 @@ class EndpointSpec:
     #: Whether the call changes state (runs exclusively on its actor).
     mutates: bool = False
     doc: str = ""
+    #: The codes the endpoint answers with besides the generic ones (a literal union, an enum,
+    #: or a union of them); ``None``: only the generic ones.
+    errors: Any = None
+
+    @property
+    def error_codes(self) -> list[str]:
+        """Every code a call of this endpoint may end with: generic, lookup, its own."""
+        generic = [*CALL_ERRORS, *(LOOKUP_ERRORS if any(p.lookup for p in self.params) else ())]
+        return list(dict.fromkeys([*map(str, generic), *codes_of(self.errors)]))
 
     @property
     def namespace(self) -> str:
@@ -92,7 +127,9 @@ class EndpointSpec:
     def method(self) -> str:
         return self.name.split("/", 1)[1]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self, schemas: SchemaBuilder | None = None) -> dict[str, Any]:
+        """This endpoint in ``system/describe``; its schemas' named types go to ``schemas``."""
+        schemas = schemas if schemas is not None else SchemaBuilder()
         return {
             "name": self.name,
             "params": [
@@ -108,6 +145,14 @@ class EndpointSpec:
             "result": describe_type(self.result),
             "mutates": self.mutates,
             "doc": self.doc,
+            "errors": self.error_codes,
+            "schema": {
+                "args": schemas.object_of(
+                    [(p.wire_name, p.annotation, p.required, "") for p in self.params]
+                ),
+                "result": schemas.schema(self.result),
+                **({"errors": schemas.schema(self.errors)} if self.errors is not None else {}),
+            },
         }
 
 
@@ -241,13 +286,28 @@ class Registry:
         return self._description
 
     def _build_description(self) -> dict[str, Any]:
-        records: list[type] = []
-        for endpoint in self._endpoints.values():
-            for annotation in (endpoint.spec.result, *(p.annotation for p in endpoint.spec.params)):
-                for record in records_in(annotation):
-                    if record not in records:
-                        records.append(record)
-        return {
-            "endpoints": [e.spec.describe() for e in sorted(self, key=lambda e: e.spec.name)],
-            "types": {r.__name__: describe_record(r) for r in records},
-        }
+        return describe_endpoints(e.spec for e in self)
+
+
+def describe_endpoints(specs: Iterable[EndpointSpec]) -> dict[str, Any]:
+    """The ``system/describe`` result for ``specs``, without a server (for generators).
+
+    ``endpoints`` by name, each with readable ``params``/``result`` spellings and its
+    ``schema`` (``args``, ``result``, ``errors``) referring to the shared ``$defs``; ``types``
+    spells the records readably.
+    """
+    ordered = sorted(specs, key=lambda spec: spec.name)
+    records: list[type] = []
+    for spec in ordered:
+        for annotation in (spec.result, *(p.annotation for p in spec.params)):
+            for record in records_in(annotation):
+                if record not in records:
+                    records.append(record)
+    schemas = SchemaBuilder()
+    endpoints = [spec.describe(schemas) for spec in ordered]
+    return {
+        "endpoints": endpoints,
+        "types": {r.__name__: describe_record(r) for r in records},
+        "$schema": DIALECT,
+        "$defs": schemas.defs,
+    }

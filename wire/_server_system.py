@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 import attrs
 
 from wire._endpoints import Endpoint, EndpointSpec, Registry
 
-__all__ = ["ServerStatistics", "system_endpoints"]
+__all__ = ["SYSTEM_SPECS", "ServerStatistics", "ServerStats", "system_endpoints"]
 
 
 @attrs.frozen(kw_only=True)
@@ -30,6 +30,35 @@ class ServerStatistics:
     backlog_frames: int
 
 
+class ServerStats(TypedDict):
+    """A server's load right now (``system/stats``)."""
+
+    #: Peers that said hello and are not lost.
+    peers: int
+    #: Calls in flight by state (queued, running, cancelling-queued, cancelling-running).
+    calls: dict[str, int]
+    #: Handler tasks alive, not counting the stats call's own.
+    handlerTasks: int
+    callsTotal: int
+    cancelledTotal: int
+    #: Frames held back because a peer was not reading.
+    backlogFrames: int
+
+
+_DESCRIBE = EndpointSpec(
+    name="system/describe",
+    result=dict[str, Any],
+    doc="Every endpoint with its parameters, result and errors, as JSON Schema (2020-12).",
+)
+_STATS = EndpointSpec(
+    name="system/stats",
+    result=ServerStats,
+    doc="Server load: peers, calls by state, live handler tasks, totals.",
+)
+#: The endpoints every server serves besides its registry.
+SYSTEM_SPECS = (_DESCRIBE, _STATS)
+
+
 def system_endpoints(
     registry: Registry, statistics: Callable[[], ServerStatistics]
 ) -> list[Endpoint]:
@@ -38,7 +67,7 @@ def system_endpoints(
     async def describe(context: Any, args: dict[str, Any]) -> Any:
         return {"protocol": 1, **registry.describe()}
 
-    async def stats(context: Any, args: dict[str, Any]) -> Any:
+    async def stats(context: Any, args: dict[str, Any]) -> ServerStats:
         s = statistics()
         return {
             "peers": s.peers,
@@ -49,21 +78,4 @@ def system_endpoints(
             "backlogFrames": s.backlog_frames,
         }
 
-    return [
-        Endpoint(
-            spec=EndpointSpec(
-                name="system/describe",
-                result=dict[str, Any],
-                doc="Every endpoint with its parameters and result type.",
-            ),
-            handler=describe,
-        ),
-        Endpoint(
-            spec=EndpointSpec(
-                name="system/stats",
-                result=dict[str, Any],
-                doc="Server load: peers, calls by state, live handler tasks, totals.",
-            ),
-            handler=stats,
-        ),
-    ]
+    return [Endpoint(spec=_DESCRIBE, handler=describe), Endpoint(spec=_STATS, handler=stats)]

@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 
 from wire._constraints import FINITE, Range
+from wire._marks import HANDLER_CHECKED, erased, is_typed_dict, named_in, typed_dict_fields
 
 __all__ = [
     "WIRE_NAME",
@@ -117,6 +118,8 @@ def converter_for(annotation: Any) -> Converter:
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin is typing.Annotated:
+        if HANDLER_CHECKED in args[1:]:
+            return converter_for(erased(args[0]))
         return _annotated(args[0], args[1:])
     if origin in (typing.Union, types.UnionType):
         return _union([converter_for(a) for a in args], describe_type(annotation))
@@ -133,6 +136,8 @@ def converter_for(annotation: Any) -> Converter:
             return _enum(annotation)
         if attrs.has(annotation):
             return _attrs_class(annotation)
+        if is_typed_dict(annotation):
+            return _typed_dict(annotation)
     raise TypeError(f"no wire shape for annotation {annotation!r}")
 
 
@@ -312,6 +317,32 @@ def _attrs_class(cls: type) -> Converter:
     return convert
 
 
+def _typed_dict(cls: type) -> Converter:
+    """A ``TypedDict``: a map with its required keys, no others; the value stays a dict."""
+    fields = [
+        (key, converter_for(hint), required) for key, hint, required in typed_dict_fields(cls)
+    ]
+    known = {key for key, _, _ in fields}
+
+    def convert(value: Any, path: str) -> Any:
+        if not isinstance(value, dict):
+            raise ShapeError(path, f"expected a map ({cls.__name__}), got {_kind(value)}")
+        unknown = sorted(str(k) for k in value if k not in known)
+        if unknown:
+            raise ShapeError(path, f"unknown field(s) {', '.join(unknown)} for {cls.__name__}")
+        out = {}
+        for key, convert_field, required in fields:
+            here = f"{path}.{key}" if path else key
+            if key in value:
+                out[key] = convert_field(value[key], here)
+            elif required:
+                raise ShapeError(here, "missing required field")
+        # The sender's key order is kept: DSH records are compared byte for byte.
+        return {key: out[key] for key in value}
+
+    return convert
+
+
 def describe_type(annotation: Any) -> str:
     """A readable, language-neutral spelling of an annotation, used by ``system/describe``."""
     if annotation in (Any, object, typing.Any):
@@ -325,7 +356,7 @@ def describe_type(annotation: Any) -> str:
     args = typing.get_args(annotation)
     if origin is typing.Annotated:
         # The constraint is listed beside the type, as data (``Range.to_wire``).
-        return describe_type(args[0])
+        return named_in(args[1:]) or describe_type(args[0])
     if origin in (typing.Union, types.UnionType):
         return " | ".join(describe_type(a) for a in args)
     if origin is typing.Literal:
@@ -344,7 +375,12 @@ def describe_type(annotation: Any) -> str:
 
 
 def describe_record(cls: type) -> dict[str, str]:
-    """Field wire names → type spellings for an attrs class (the ``types`` of describe)."""
+    """Field wire names → type spellings for a record (the ``types`` of describe)."""
+    if is_typed_dict(cls):
+        return {
+            key + ("" if required else "?"): describe_type(hint)
+            for key, hint, required in typed_dict_fields(cls)
+        }
     hints = typing.get_type_hints(cls, include_extras=True)
     return {_field_wire_name(f): describe_type(hints[f.name]) for f in attrs.fields(cls)}
 
@@ -354,7 +390,7 @@ def records_in(annotation: Any) -> list[type]:
     found: list[type] = []
 
     def visit(a: Any) -> None:
-        if isinstance(a, type) and attrs.has(a):
+        if isinstance(a, type) and (attrs.has(a) or is_typed_dict(a)):
             if a in found:
                 return
             found.append(a)

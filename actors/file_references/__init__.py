@@ -20,7 +20,7 @@ from actors.file_references._index import FileIndexStatistics as FileIndexStatis
 from actors.file_references._index import build_index as build_index
 from actors.file_references._listing import list_directory as list_directory
 from actors.file_references._query import CandidateKind as CandidateKind
-from actors.file_references._query import FileCandidate as FileCandidate
+from actors.file_references._query import FileReferenceCandidate as FileReferenceCandidate
 from actors.file_references._query import parse_query as parse_query
 from actors.file_references._service import TOOL_RESULT_EVENT as TOOL_RESULT_EVENT
 from actors.file_references._service import FileIndexFailedError as FileIndexFailedError
@@ -36,11 +36,11 @@ from actors.file_references._service import (
 __all__ = [
     "TOOL_RESULT_EVENT",
     "CandidateKind",
-    "FileCandidate",
     "FileIndex",
     "FileIndexFailedError",
     "FileIndexInvalidatedError",
     "FileIndexStatistics",
+    "FileReferenceCandidate",
     "FileReferenceError",
     "FileReferenceService",
     "FileReferenceStatistics",

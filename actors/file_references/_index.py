@@ -23,7 +23,7 @@ from actors.file_references._fs import (
 )
 from actors.file_references._ignore import IgnoreRules, ancestor_rules, is_ignored, with_directory
 from actors.file_references._pool import Ranked, RankPool
-from actors.file_references._query import FileCandidate, absolute_root
+from actors.file_references._query import FileReferenceCandidate, absolute_root
 from actors.file_references._rank import all_bmp, prepare_needle, utf16_units
 
 __all__ = ["FileIndex", "FileIndexStatistics", "ScanAbortedError", "build_index"]
@@ -135,7 +135,7 @@ class FileIndex:
 
     def search(
         self, needle: str, limit: int, abort: threading.Event | None = None
-    ) -> list[FileCandidate]:
+    ) -> list[FileReferenceCandidate]:
         """Answer one global query (spec §3.3, "Global mode").
 
         "if the query starts with ``.`` everything is visible; otherwise any path having a
@@ -154,14 +154,14 @@ class FileIndex:
         assert found is not None  # only a cached-only search returns None
         return found
 
-    def search_cached(self, needle: str, limit: int) -> list[FileCandidate] | None:
+    def search_cached(self, needle: str, limit: int) -> list[FileReferenceCandidate] | None:
         """The answer of an earlier identical query (kept by the pools), or ``None``: no
         ranking, so a caller can answer repeated keystrokes (backspacing, retyping) inline."""
         return self._search(needle, limit, None, cached_only=True)
 
     def _search(
         self, needle: str, limit: int, abort: threading.Event | None, *, cached_only: bool
-    ) -> list[FileCandidate] | None:
+    ) -> list[FileReferenceCandidate] | None:
         prepared = prepare_needle(needle)
         pools = (self.visible,) if not needle.startswith(".") else (self.visible, self.hidden)
         found: list[list[Ranked]] = []

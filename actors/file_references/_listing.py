@@ -9,7 +9,7 @@ from actors.file_references._fs import close_directory, open_beneath, read_entri
 from actors.file_references._pool import RankPool
 from actors.file_references._query import (
     DirectoryQuery,
-    FileCandidate,
+    FileReferenceCandidate,
     absolute_root,
     resolve_directory,
 )
@@ -20,7 +20,7 @@ __all__ = ["list_directory"]
 
 def list_directory(
     root: str | os.PathLike[str], query: DirectoryQuery, config: FileReferencesConfig
-) -> list[FileCandidate]:
+) -> list[FileReferenceCandidate]:
     """List and rank the directory a directory-mode query names, never leaving the root.
 
     Steps (spec §4.3): refuse a directory part with an excluded segment; resolve it lexically

@@ -28,7 +28,7 @@ from operator import itemgetter
 from typing import Final
 
 from actors.file_references._groups import SEPARATOR, ParentGroups, lower_units
-from actors.file_references._query import FileCandidate
+from actors.file_references._query import FileReferenceCandidate
 from actors.file_references._rank import (
     DIRECTORY_BONUS,
     GAP_ALLOWANCE,
@@ -152,9 +152,11 @@ class RankPool:
         directories = self._directories
         return [(path, row < directories) for row, path in enumerate(self._paths)]
 
-    def candidate(self, row: int) -> FileCandidate:
+    def candidate(self, row: int) -> FileReferenceCandidate:
         """The candidate record of a row."""
-        return FileCandidate(self._paths[row], "directory" if row < self._directories else "file")
+        return FileReferenceCandidate(
+            self._paths[row], "directory" if row < self._directories else "file"
+        )
 
     def order_key(self, ranked: Ranked) -> tuple[int, bool, int, str]:
         """Upstream's full sort key of a ranked row, to merge the results of several pools."""

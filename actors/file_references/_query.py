@@ -15,7 +15,7 @@ import attrs
 __all__ = [
     "CandidateKind",
     "DirectoryQuery",
-    "FileCandidate",
+    "FileReferenceCandidate",
     "GlobalQuery",
     "ParsedQuery",
     "ResolvedDirectory",
@@ -30,7 +30,7 @@ _KINDS: Final = ("file", "directory")
 
 
 @attrs.frozen(slots=True)
-class FileCandidate:
+class FileReferenceCandidate:
     """One ``@``-completion candidate: a path inside the agent's cwd and its kind.
 
     The record "never carries contents, sizes, mtimes, scores, match positions or 'more results'

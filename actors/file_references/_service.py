@@ -38,7 +38,7 @@ from actors.file_references._index import (
 from actors.file_references._listing import list_directory
 from actors.file_references._query import (
     DirectoryQuery,
-    FileCandidate,
+    FileReferenceCandidate,
     absolute_root,
     parse_query,
 )
@@ -184,7 +184,7 @@ class FileReferenceService:
 
     async def list(
         self, agent_key: str, cwd: PathLike[str] | str, query: str
-    ) -> builtins.list[FileCandidate]:
+    ) -> builtins.list[FileReferenceCandidate]:
         """Return the completion candidates of one query, best first (spec §2.4).
 
         Args:

@@ -10,7 +10,6 @@ into each :class:`SessionSummary`.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
 
 import attrs
 import trio
@@ -19,6 +18,10 @@ from actors.session_references._config import SessionReferenceConfig, as_positiv
 from actors.session_references._errors import SessionReferenceError, cancellation_as_error
 from actors.session_references._inputs import AgentView
 from actors.session_references._uri import format_session_reference_mention
+from actors.session_references._wire_types import (
+    SessionReferenceCandidate,
+    SessionReferenceMentionCandidate,
+)
 
 __all__ = [
     "Candidate",
@@ -88,24 +91,28 @@ class Candidate:
         """The canonical mention, labelled ``displayTitle ?? label`` (N+dt)."""
         return format_session_reference_mention(self.session_id, self.display_title)
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> SessionReferenceCandidate:
         """``{sessionId, label, displayTitle, cwd?, sameWorkspace, createdAt}``."""
-        wire: dict[str, Any] = {
+        if self.cwd is None:
+            return {
+                "sessionId": self.session_id,
+                "label": self.label,
+                "displayTitle": self.display_title,
+                "sameWorkspace": self.same_workspace,
+                "createdAt": self.created_at,
+            }
+        return {
             "sessionId": self.session_id,
             "label": self.label,
             "displayTitle": self.display_title,
+            "cwd": self.cwd,
+            "sameWorkspace": self.same_workspace,
+            "createdAt": self.created_at,
         }
-        if self.cwd is not None:
-            wire["cwd"] = self.cwd
-        wire["sameWorkspace"] = self.same_workspace
-        wire["createdAt"] = self.created_at
-        return wire
 
-    def to_mention_wire(self) -> dict[str, Any]:
+    def to_mention_wire(self) -> SessionReferenceMentionCandidate:
         """The remote element: :meth:`to_wire` keys, then ``mention``."""
-        wire = self.to_wire()
-        wire["mention"] = self.mention
-        return wire
+        return {**self.to_wire(), "mention": self.mention}
 
 
 def candidate_rank(candidate_cwd: str | None, target_cwd: str | None) -> int:
@@ -222,7 +229,9 @@ async def list_candidates_async(
     return _rank_filter(agent, listing_order(summaries), query.lower(), checked_limit)
 
 
-def to_mention_candidates(candidates: Iterable[Candidate]) -> list[dict[str, Any]]:
+def to_mention_candidates(
+    candidates: Iterable[Candidate],
+) -> list[SessionReferenceMentionCandidate]:
     """Wire elements of the remote ``candidates`` result (each with its ``mention``)."""
     return [candidate.to_mention_wire() for candidate in candidates]
 
@@ -233,6 +242,6 @@ def remote_candidates(
     query: str = "",
     *,
     config: SessionReferenceConfig,
-) -> list[dict[str, Any]]:
+) -> list[SessionReferenceMentionCandidate]:
     """``sessionReferenceResolver/candidates(agentId, query)``: the configured limit applies."""
     return to_mention_candidates(list_candidates(agent, summaries, query, None, config=config))

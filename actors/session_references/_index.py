@@ -32,7 +32,7 @@ import sys
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate
-from typing import Any, Final
+from typing import Final
 
 import attrs
 
@@ -46,6 +46,9 @@ from actors.session_references._candidates import (
 )
 from actors.session_references._config import SessionReferenceConfig
 from actors.session_references._inputs import AgentView
+from actors.session_references._wire_types import (
+    SessionReferenceMentionCandidate,
+)
 
 __all__ = ["CandidateIndex", "IndexChanges"]
 
@@ -440,6 +443,6 @@ class CandidateIndex:
 
     def remote_candidates(
         self, agent: AgentView, query: str = "", *, config: SessionReferenceConfig
-    ) -> list[dict[str, Any]]:
+    ) -> list[SessionReferenceMentionCandidate]:
         """The remote ``candidates`` result (configured limit, with mentions)."""
         return to_mention_candidates(self.candidates(agent, query, None, config=config))

@@ -43,6 +43,7 @@ from actors.session_references._prompt import (
 )
 from actors.session_references._retention import RetainedSource, retain_referenced_session
 from actors.session_references._spill import SaveTextSpill, SpillRef, SpillStore, render_transcript
+from actors.session_references._wire_types import PreparedReferencedMessage
 
 __all__ = [
     "PreparedMessage",
@@ -74,12 +75,11 @@ class PreparedMessage:
     #: Transcripts saved for this call, so a caller that drops the result can discard them.
     spilled: tuple[SpillRef, ...] = ()
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> PreparedReferencedMessage:
         """``{content, additionalContext?}`` (the key is absent, not null, when empty)."""
-        wire: dict[str, Any] = {"content": self.content}
-        if self.additional_context is not None:
-            wire["additionalContext"] = self.additional_context.to_wire()
-        return wire
+        if self.additional_context is None:
+            return {"content": self.content}
+        return {"content": self.content, "additionalContext": self.additional_context.to_wire()}
 
 
 async def _read_all(

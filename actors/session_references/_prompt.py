@@ -13,6 +13,11 @@ import attrs
 from actors.session_references._jstext import tag_safe_json
 from actors.session_references._retention import RetainedSource
 from actors.session_references._spill import REFERENCE_WARNING, SpillRef
+from actors.session_references._wire_types import (
+    SessionReferenceSource,
+    SessionReferenceSourceReference,
+    UserMessage,
+)
 
 __all__ = [
     "OMISSION_EXPLANATION",
@@ -22,7 +27,7 @@ __all__ = [
     "ContextMessage",
     "OmissionNotice",
     "ReferenceRecord",
-    "SessionReferenceSource",
+    "SourceRecord",
     "build_source_record",
     "render_prompt",
 ]
@@ -111,7 +116,7 @@ class ReferenceRecord:
     #: Position in the de-duplicated reference list.
     input_index: int
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> SessionReferenceSourceReference:
         """Keys in upstream's order (``capturedFormatVersion`` omitted when ``None``)."""
         wire: dict[str, Any] = {"sessionId": self.session_id, "label": self.label}
         if self.captured_format_version is not None:
@@ -126,16 +131,18 @@ class ReferenceRecord:
             truncated=self.truncated,
             inputIndex=self.input_index,
         )
-        return wire
+        # Built key by key for upstream's order with an optional key in the middle.
+        return wire  # type: ignore[return-value]
 
 
 @attrs.frozen(kw_only=True)
-class SessionReferenceSource:
-    """``{kind: 'session-reference', form: 'recall', version: 1, references}``."""
+class SourceRecord:
+    """The message source ``{kind: 'session-reference', form: 'recall', version: 1,
+    references}`` (wire: :class:`SessionReferenceSource`)."""
 
     references: tuple[ReferenceRecord, ...]
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> SessionReferenceSource:
         """The message ``source`` object."""
         return {
             "kind": "session-reference",
@@ -145,7 +152,7 @@ class SessionReferenceSource:
         }
 
 
-def build_source_record(sources: Sequence[RetainedSource]) -> SessionReferenceSource:
+def build_source_record(sources: Sequence[RetainedSource]) -> SourceRecord:
     """Build the source record; ``inputIndex`` is the de-duplicated position."""
     records = []
     for index, source in enumerate(sources):
@@ -165,7 +172,7 @@ def build_source_record(sources: Sequence[RetainedSource]) -> SessionReferenceSo
                 input_index=index,
             )
         )
-    return SessionReferenceSource(references=tuple(records))
+    return SourceRecord(references=tuple(records))
 
 
 @attrs.frozen(kw_only=True)
@@ -177,17 +184,15 @@ class ContextMessage:
     """
 
     id: str
-    source: SessionReferenceSource
+    source: SourceRecord
     text: str
 
     @classmethod
-    def create(
-        cls, source: SessionReferenceSource, text: str, new_id: Callable[[], str]
-    ) -> ContextMessage:
+    def create(cls, source: SourceRecord, text: str, new_id: Callable[[], str]) -> ContextMessage:
         """A fresh message with an id from ``new_id`` (a UUID v4 string by default)."""
         return cls(id=new_id(), source=source, text=text)
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> UserMessage:
         """The ``UserMessage`` object."""
         return {
             "source": self.source.to_wire(),

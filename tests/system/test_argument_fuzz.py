@@ -130,6 +130,7 @@ BASELINE: dict[tuple[str, str], Any] = {
     ("diagnostics/publish", "marker"): "fuzz/marker",
     ("sessions/append", "events"): [{"type": "fuzz/event", "data": {}, "ignorable": True}],
     ("sessionReferenceResolver/prepare", "content"): "hello",
+    ("sessionReferenceResolver/prepare", "references"): [],
 }
 BY_TYPE: dict[str, Any] = {
     "string": "x",

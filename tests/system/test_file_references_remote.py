@@ -20,7 +20,7 @@ import trio
 
 from actors._reference_services import SessionFileReferences
 from actors.cli._demo import start_server_process
-from actors.file_references import FileCandidate
+from actors.file_references import FileReferenceCandidate
 from wire import ArgumentsInvalidError, SessionNotFoundError, WireError, open_client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +82,7 @@ def write_wide_tree(root: Path, directories: int = 30, subdirectories: int = 10)
 async def test_typed_proxy_returns_file_candidates(
     server_process: tuple[trio.Process, str], tmp_path: Path
 ) -> None:
-    """The typed proxy of SessionFileReferences gives FileCandidate records in both modes."""
+    """The typed proxy of SessionFileReferences gives FileReferenceCandidate records, both modes."""
     _, address = server_process
     work = tmp_path / "work"
     (work / "src").mkdir(parents=True)
@@ -94,13 +94,13 @@ async def test_typed_proxy_returns_file_candidates(
             listed = await files.list("")
             found = await files.list("mailb")
             inside = await files.list("src/mailbo")
-    assert listed == [FileCandidate("src", "directory")]
+    assert listed == [FileReferenceCandidate("src", "directory")]
     assert found == [
-        FileCandidate("src/mailbag.md", "file"),
-        FileCandidate("src/mailbox.py", "file"),
+        FileReferenceCandidate("src/mailbag.md", "file"),
+        FileReferenceCandidate("src/mailbox.py", "file"),
     ]
-    assert inside == [FileCandidate("src/mailbox.py", "file")]
-    assert all(type(c) is FileCandidate for c in [*listed, *found, *inside])
+    assert inside == [FileReferenceCandidate("src/mailbox.py", "file")]
+    assert all(type(c) is FileReferenceCandidate for c in [*listed, *found, *inside])
 
 
 async def test_cancelled_caller_leaves_the_shared_scan_running(
@@ -145,7 +145,7 @@ async def test_cancelled_caller_leaves_the_shared_scan_running(
             again = await files.list("zz_last")
     assert outcome.get("first cancelled") is True
     assert "first" not in outcome
-    expected = [FileCandidate(last.relative_to(work).as_posix(), "file")]
+    expected = [FileReferenceCandidate(last.relative_to(work).as_posix(), "file")]
     assert outcome["second"] == expected
     # The answer came after the cancel: the scan was still running and was not stopped by it.
     assert outcome["second at"] > cancelled_at
@@ -223,8 +223,8 @@ async def test_tool_result_refreshes_the_index(
             await client.call("sessions/append", {"agentId": agent, "events": after})
             refreshed = await files.list("fresh")
     assert stale == [] and still_stale == []
-    assert live == [FileCandidate("notes/fresh_output.txt", "file")]
-    assert refreshed == [FileCandidate("notes/fresh_output.txt", "file")]
+    assert live == [FileReferenceCandidate("notes/fresh_output.txt", "file")]
+    assert refreshed == [FileReferenceCandidate("notes/fresh_output.txt", "file")]
 
 
 async def test_escapes_return_nothing(

@@ -18,6 +18,8 @@ SANS_IO = [
     "_client_protocol.py",
     "_shapes.py",
     "_constraints.py",
+    "_marks.py",
+    "_schema.py",
     "_extension_types.py",
     "_endpoints.py",
     "_detached.py",

@@ -10,7 +10,7 @@ import pytest
 import actors.file_references._fs as fs
 from actors.file_references._config import FileReferencesConfig
 from actors.file_references._listing import list_directory
-from actors.file_references._query import DirectoryQuery, FileCandidate, parse_query
+from actors.file_references._query import DirectoryQuery, FileReferenceCandidate, parse_query
 
 DEFAULT = FileReferencesConfig()
 
@@ -52,9 +52,9 @@ def test_root_listing(root: Path) -> None:
     parsed = parse_query("")
     assert isinstance(parsed, DirectoryQuery)
     assert list_directory(root, parsed, DEFAULT) == [
-        FileCandidate("docs", "directory"),
-        FileCandidate("src", "directory"),
-        FileCandidate("README.md", "file"),
+        FileReferenceCandidate("docs", "directory"),
+        FileReferenceCandidate("src", "directory"),
+        FileReferenceCandidate("README.md", "file"),
     ]
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from actors.file_references._query import (
     DirectoryQuery,
-    FileCandidate,
+    FileReferenceCandidate,
     GlobalQuery,
     ResolvedDirectory,
     absolute_root,
@@ -26,21 +26,27 @@ EXCLUDED = (".git", "node_modules")
 class TestFileCandidate:
     def test_to_wire_has_exactly_path_and_kind(self) -> None:
         """The wire form carries exactly the two upstream fields."""
-        assert FileCandidate("src/a.ts", "file").to_wire() == {"path": "src/a.ts", "kind": "file"}
-        assert FileCandidate("src", "directory").to_wire() == {"path": "src", "kind": "directory"}
+        assert FileReferenceCandidate("src/a.ts", "file").to_wire() == {
+            "path": "src/a.ts",
+            "kind": "file",
+        }
+        assert FileReferenceCandidate("src", "directory").to_wire() == {
+            "path": "src",
+            "kind": "directory",
+        }
 
     def test_kind_is_validated(self) -> None:
         """A kind other than file or directory is refused at construction."""
         with pytest.raises(ValueError, match="kind"):
-            FileCandidate("x", "symlink")  # type: ignore[arg-type]
+            FileReferenceCandidate("x", "symlink")  # type: ignore[arg-type]
 
     def test_is_frozen_and_comparable(self) -> None:
         """Candidates are immutable values."""
-        candidate = FileCandidate("a", "file")
+        candidate = FileReferenceCandidate("a", "file")
         with pytest.raises(attrs.exceptions.FrozenInstanceError):
             candidate.path = "b"  # type: ignore[misc]
-        assert candidate == FileCandidate("a", "file")
-        assert candidate != FileCandidate("a", "directory")
+        assert candidate == FileReferenceCandidate("a", "file")
+        assert candidate != FileReferenceCandidate("a", "directory")
 
 
 class TestParseQuery:

@@ -9,7 +9,7 @@ import pytest
 
 from actors.file_references._index import FileIndex
 from actors.file_references._pool import RankAbortedError, RankPool
-from actors.file_references._query import CandidateKind, FileCandidate
+from actors.file_references._query import CandidateKind, FileReferenceCandidate
 from actors.file_references._rank import (
     DIRECTORY_BONUS,
     prepare_needle,
@@ -289,11 +289,11 @@ def test_incremental_search_equals_fresh_search() -> None:
 
 
 def test_candidates_carry_kinds() -> None:
-    """Rows turn into FileCandidate records with the right kind."""
+    """Rows turn into FileReferenceCandidate records with the right kind."""
     pool = RankPool(["a"], ["a/b"])
     assert [pool.candidate(row) for row in range(len(pool))] == [
-        FileCandidate("a", "directory"),
-        FileCandidate("a/b", "file"),
+        FileReferenceCandidate("a", "directory"),
+        FileReferenceCandidate("a/b", "file"),
     ]
 
 

@@ -13,7 +13,7 @@ import trio
 
 import actors.file_references._fs as fs
 import actors.file_references._index as index_module
-from actors.file_references._query import FileCandidate
+from actors.file_references._query import FileReferenceCandidate
 from actors.file_references._service import FileReferenceService
 
 SECRET = "SECRET"
@@ -157,7 +157,7 @@ GLOBAL_QUERIES = [
 ]
 
 
-def assert_inside(root: Path, candidate: FileCandidate) -> None:
+def assert_inside(root: Path, candidate: FileReferenceCandidate) -> None:
     """The candidate names an entry inside the root, reached without crossing any link."""
     assert SECRET.lower() not in candidate.path.lower(), candidate
     path = candidate.path
@@ -242,4 +242,4 @@ async def test_global_index_holds_nothing_from_outside(
         assert_inside(root, candidate)
     index = index_module.build_index(root, service.config)
     for path, is_directory in index.entries():
-        assert_inside(root, FileCandidate(path, "directory" if is_directory else "file"))
+        assert_inside(root, FileReferenceCandidate(path, "directory" if is_directory else "file"))

@@ -15,7 +15,7 @@ import trio.testing
 import actors.file_references._service as service_module
 from actors.file_references._config import FileReferencesConfig
 from actors.file_references._index import FileIndex, FileIndexStatistics, build_index
-from actors.file_references._query import DirectoryQuery, FileCandidate
+from actors.file_references._query import DirectoryQuery, FileReferenceCandidate
 from actors.file_references._rank import RankAbortedError
 from actors.file_references._service import (
     TOOL_RESULT_EVENT,
@@ -94,7 +94,7 @@ async def service(nursery: trio.Nursery) -> FileReferenceService:
     return svc
 
 
-def paths(candidates: list[FileCandidate]) -> list[str]:
+def paths(candidates: list[FileReferenceCandidate]) -> list[str]:
     return [candidate.path for candidate in candidates]
 
 
@@ -140,9 +140,9 @@ class TestUpstreamExamples:
         """Candidates carry their kind; directories have no trailing slash."""
         with trio.fail_after(10):
             assert await service.list("agent", root, "src") == [
-                FileCandidate("src", "directory"),
-                FileCandidate("src/tui.spec.ts", "file"),
-                FileCandidate("src/terminal-view.ts", "file"),
+                FileReferenceCandidate("src", "directory"),
+                FileReferenceCandidate("src/tui.spec.ts", "file"),
+                FileReferenceCandidate("src/terminal-view.ts", "file"),
             ]
 
     async def test_directory_mode(self, service: FileReferenceService, root: Path) -> None:
@@ -278,7 +278,7 @@ class TestIndexLifecycle:
 
         def slow_search(
             index: FileIndex, needle: str, limit: int, abort: threading.Event | None = None
-        ) -> list[FileCandidate]:
+        ) -> list[FileReferenceCandidate]:
             started.set()
             if abort is not None and abort.wait(10):
                 stopped.set()
@@ -377,7 +377,7 @@ class TestCancellation:
 
         def slow_listing(
             root: str, query: DirectoryQuery, config: FileReferencesConfig
-        ) -> list[FileCandidate]:
+        ) -> list[FileReferenceCandidate]:
             entered.set()
             release.wait(timeout=30)
             return []
