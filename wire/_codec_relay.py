@@ -5,15 +5,46 @@ only to encode it again is most of its cost for a large result, so :func:`split_
 a result frame's id and leaves its value as the bytes it is, and :func:`encode_encoded_result`
 writes them back under the caller's id: byte for byte what :func:`~wire._codec.encode_result`
 gives for the decoded value.
+
+A handler whose large result rarely changes (``system/describe``) returns it :class:`Encoded`
+once, and the server answers every call with those bytes.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import attrs
 import msgpack
 
-from wire._codec import MAX_CALL_ID, pack
+from wire._codec import MAX_CALL_ID, decode, encode_result, pack
+from wire._errors import LocalProtocolError, RemoteProtocolError
 
-__all__ = ["encode_encoded_result", "split_result"]
+__all__ = ["Encoded", "encode_encoded_result", "split_result"]
+
+
+@attrs.frozen
+class Encoded:
+    """A handler's result already in msgpack: built once, sent as it is by every call that
+    returns it (no encoding, no second decoding check)."""
+
+    value: bytes
+
+    @classmethod
+    def of(cls, value: Any) -> Encoded:
+        """``value`` encoded with the codec's rules, and checked once the way the server checks
+        a result (a client must be able to decode it: string map keys, no extension types).
+
+        Raises:
+            ValueError: the encoding breaks the protocol's rules.
+        """
+        try:
+            frame = encode_result(0, value)
+            decode(frame, max_frame_bytes=len(frame))
+        except (LocalProtocolError, RemoteProtocolError) as exc:
+            raise ValueError(f"not a protocol value: {exc}") from None
+        return cls(pack(value))
+
 
 # A result frame up to its id, and the value's key: ``_result_map`` in msgpack, key by key.
 _RESULT_HEAD: bytes = b"\x83" + b"".join(map(msgpack.packb, ("type", "result", "id")))

@@ -26,6 +26,7 @@ import zmq
 
 from wire._call_context import ServerCallContext, classify_failure
 from wire._codec import encode
+from wire._codec_relay import Encoded
 from wire._detached import Detach, DetachedCall, Outcome, error_reply
 from wire._endpoints import DEFERRED, Endpoint, EndpointSpec, Registry
 from wire._errors import (
@@ -42,6 +43,7 @@ from wire._security import AuthenticatedSocket, ServerSecurity, bind_private
 from wire._server_protocol import (
     CallRecord,
     CancelCall,
+    EncodedResult,
     Interrupted,
     PeerDropped,
     PeerGreeted,
@@ -373,7 +375,7 @@ class Server:
         crosses its terminal frame).
         """
         assert endpoint.run_inline is not None
-        outcome: Result | Error
+        outcome: Result | EncodedResult | Error
         try:
             value = endpoint.run_inline(ServerCallContext(self._protocol, record, None), args)
             if value is DEFERRED:
@@ -383,7 +385,7 @@ class Server:
             if type(value) is Detach:
                 self._detach(record, endpoint.spec, value)
                 return True
-            outcome = Result(id=record.call.id, value=value)
+            outcome = _result(record.call.id, value)
         except WireError as exc:
             outcome = error_reply(record.call.id, exc)
         except Exception as exc:
@@ -438,7 +440,7 @@ class Server:
                 if admit:
                     self._protocol.call_started(record)
                 value = await invoke()
-                outcome = Result(id=record.call.id, value=value)
+                outcome = _result(record.call.id, value)
             if scope.cancelled_caught and (
                 record.deadline is not None and trio.current_time() >= record.deadline
             ):
@@ -477,6 +479,12 @@ class Server:
         one that never does."""
         for call in [c for c in self._expiring if (at := c.gives_up_at) is not None and at <= now]:
             call.expire()
+
+
+def _result(call_id: int, value: Any) -> Result | EncodedResult:
+    if type(value) is Encoded:
+        return EncodedResult(id=call_id, value=value.value)
+    return Result(id=call_id, value=value)
 
 
 def _scope_for(record: CallRecord) -> trio.CancelScope:

@@ -7,6 +7,7 @@ from typing import Any, TypedDict
 
 import attrs
 
+from wire._codec_relay import Encoded
 from wire._endpoints import Endpoint, EndpointSpec, Registry
 
 __all__ = ["SYSTEM_SPECS", "ServerStatistics", "ServerStats", "system_endpoints"]
@@ -64,8 +65,18 @@ def system_endpoints(
 ) -> list[Endpoint]:
     """``system/describe`` (``registry`` described) and ``system/stats`` (``statistics()``)."""
 
-    async def describe(context: Any, args: dict[str, Any]) -> Any:
-        return {"protocol": 1, **registry.describe()}
+    # The description is tens of KB and changes only when an endpoint is added: encoded once
+    # per version of it, not once per call (a client may ask for it at every connect).
+    encoded: list[tuple[dict[str, Any], Encoded]] = []
+
+    def describe_now(context: Any, args: dict[str, Any]) -> Encoded:
+        described = registry.describe()
+        if not encoded or encoded[0][0] is not described:
+            encoded[:] = [(described, Encoded.of({"protocol": 1, **described}))]
+        return encoded[0][1]
+
+    async def describe(context: Any, args: dict[str, Any]) -> Encoded:
+        return describe_now(context, args)
 
     async def stats(context: Any, args: dict[str, Any]) -> ServerStats:
         s = statistics()
@@ -78,4 +89,9 @@ def system_endpoints(
             "backlogFrames": s.backlog_frames,
         }
 
-    return [Endpoint(spec=_DESCRIBE, handler=describe), Endpoint(spec=_STATS, handler=stats)]
+    return [
+        # Inline: never blocks, and needs no task once encoded (a flood of describes from one
+        # client then costs the others little).
+        Endpoint(spec=_DESCRIBE, handler=describe, run_inline=describe_now),
+        Endpoint(spec=_STATS, handler=stats),
+    ]

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wire._codec import MAX_CALL_ID, decode, encode_result
-from wire._codec_relay import encode_encoded_result, split_result
+from wire._codec_relay import Encoded, encode_encoded_result, split_result
 from wire._messages import Result
 
 values = st.recursive(
@@ -78,3 +78,19 @@ def test_a_result_without_a_value_splits_to_nil_and_extra_keys_are_skipped() -> 
     assert split_result(msgpack.packb({"type": "result", "id": 4})) == (4, msgpack.packb(None))
     frame = msgpack.packb({"later": [1, {"a": 2}], "type": "result", "value": "v", "id": 5})
     assert split_result(frame) == (5, msgpack.packb("v"))
+
+
+@given(call_id=st.integers(min_value=0, max_value=MAX_CALL_ID), value=values)
+def test_an_encoded_handler_result_is_sent_byte_for_byte_as_the_value(
+    call_id: int, value: Any
+) -> None:
+    """A handler's ``Encoded.of(value)`` answers with exactly the frame ``value`` would."""
+    assert encode_encoded_result(call_id, Encoded.of(value).value) == encode_result(call_id, value)
+
+
+@pytest.mark.parametrize("value", [{1: "a"}, {"k": {2: 1}}, msgpack.ExtType(3, b"x")])
+def test_an_encoded_result_a_client_could_not_decode_is_refused(value: Any) -> None:
+    """``Encoded.of`` refuses what the server would turn into ``internal``: non-string map keys
+    and extension types."""
+    with pytest.raises(ValueError, match="not a protocol value"):
+        Encoded.of(value)
