@@ -13,7 +13,7 @@ through its own agent actor (``read_surface``), so a source that is being append
 between two of its batches, never torn.
 
 ``sessionReferenceResolver/parseMentions(agentId, text)``: what upstream's pre-step does to a
-direct message's text before ``prepare`` (session-reference.md §2.4), for hosts that do not
+direct message's text before ``prepare`` (session-reference §2.4), for hosts that do not
 carry the mention codec: the readable text (each mention replaced by ``@label``) and the
 references in mention order, ready to pass to ``prepare``. Not an upstream endpoint.
 """
@@ -101,6 +101,9 @@ class SessionReferenceResolver(RemoteService, key="sessionReferenceResolver"):
         self._spill_store = spill_store
         self._index: CandidateIndex | None = None
         self._index_revision: int | None = None
+        #: Candidate-index builds (first use, large changes) and in-place updates since start.
+        self.index_builds = 0
+        self.index_updates = 0
         self._rebuild = trio.Lock()
         #: The cache's revision, one thread read at a time for every concurrent query.
         self._revision = FreshRead(cache.revision)
@@ -193,11 +196,14 @@ class SessionReferenceResolver(RemoteService, key="sessionReferenceResolver"):
             index = self._index
             if index is None:
                 index = await trio.to_thread.run_sync(CandidateIndex, rows)
+                self.index_builds += 1
             else:
                 changes = await trio.to_thread.run_sync(index.diff, rows)
                 if len(changes) > max(_APPLY_IN_PLACE, len(index) // 10):
                     index = await trio.to_thread.run_sync(CandidateIndex, rows)
+                    self.index_builds += 1
                 else:
                     index.apply(changes)
+                    self.index_updates += 1
             self._index, self._index_revision = index, revision
         return index

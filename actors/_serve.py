@@ -10,8 +10,8 @@ exits 0.
 from __future__ import annotations
 
 import functools
+import logging
 import signal
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -29,15 +29,51 @@ from actors._session_service import Sessions
 from actors._store_services import SessionServices, build_session_services
 from actors._system import ActorSystem
 from actors.file_references import FileReferenceService
+from actors.session_log import WRITES
 from actors.session_references import LocalSpillStore, SourceSnapshot
-from wire import SYSTEM_SPECS, CallContext, Server, SessionNotFoundError, describe_endpoints
+from wire import (
+    METRICS_SPEC,
+    SYSTEM_SPECS,
+    CallContext,
+    CallMetrics,
+    MetricsSource,
+    Server,
+    SessionNotFoundError,
+    counter,
+    describe_endpoints,
+    gauge,
+    histogram_family,
+    metrics_snapshot,
+    serve_metrics,
+)
 from wire._security import ServerSecurity
 
-__all__ = ["BUILTIN_SERVICES", "READY_LINE", "Runtime", "describe_builtin", "open_runtime", "serve"]
+__all__ = [
+    "BUILTIN_SERVICES",
+    "METRICS_LINE",
+    "READY_LINE",
+    "Runtime",
+    "announce_metrics",
+    "describe_builtin",
+    "open_runtime",
+    "runtime_metrics",
+    "serve",
+]
+
+log = logging.getLogger("actors.serve")
 
 #: Printed (then the bound addresses) once the server accepts calls; the demo and tests wait
 #: for it.
 READY_LINE = "agent-actors: serving on"
+#: Printed (then the metrics URL) before the ready line when ``--metrics`` is given.
+METRICS_LINE = "agent-actors: metrics on"
+
+
+def announce_metrics(address: tuple[str, int]) -> None:
+    """Say where the metrics are (the port, when 0 was asked for, is known only now)."""
+    host, port = address
+    shown = f"[{host}]" if ":" in host else host
+    print(f"{METRICS_LINE} http://{shown}:{port}/metrics", flush=True)
 
 
 #: The services every server hosts (what :func:`open_runtime` registers).
@@ -51,9 +87,10 @@ BUILTIN_SERVICES: tuple[type[RemoteService], ...] = (
 
 
 def describe_builtin() -> dict[str, Any]:
-    """What ``system/describe`` of a server of this package says, without starting one."""
+    """What ``system/describe`` of a server of this package says, without starting one (its
+    servers always keep metrics: ``system/metrics``)."""
     specs = [spec for service in BUILTIN_SERVICES for spec in service.__remote_endpoints__]
-    return {"protocol": 1, **describe_endpoints([*SYSTEM_SPECS, *specs])}
+    return {"protocol": 1, **describe_endpoints([*SYSTEM_SPECS, METRICS_SPEC, *specs])}
 
 
 @attrs.frozen(kw_only=True)
@@ -63,6 +100,7 @@ class Runtime:
     system: ActorSystem
     sessions: SessionServices
     files: FileReferenceService
+    references: SessionReferenceResolver
 
 
 class _LocalContext:
@@ -150,7 +188,7 @@ async def open_runtime(
         try:
             surface = await call("sessions/snapshot", {"agentId": session_id})
         except SessionNotFoundError as exc:
-            # Upstream's session-query wording (session-reference.md §1.1), which READ_FAILED
+            # Upstream's session-query wording (session-reference §1.1), which READ_FAILED
             # quotes as its inner message.
             raise SessionNotFoundError(
                 f'session "{session_id}" not found', details=exc.details
@@ -158,25 +196,69 @@ async def open_runtime(
         return SourceSnapshot.from_surface(surface)
 
     system.add_service(Agents(call))
-    system.add_service(
-        SessionReferenceResolver(
-            cache=sessions.cache,
-            root_ids=sessions.directory.root_ids,
-            config=config.session_references,
-            read_surface=read_surface,
-            spill_store=LocalSpillStore(data_dir / "spill"),
-        )
+    references = SessionReferenceResolver(
+        cache=sessions.cache,
+        root_ids=sessions.directory.root_ids,
+        config=config.session_references,
+        read_surface=read_surface,
+        spill_store=LocalSpillStore(data_dir / "spill"),
     )
+    system.add_service(references)
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(sessions.run)
             await nursery.start(files.run)
             await nursery.start(system.run)
-            yield Runtime(system=system, sessions=sessions, files=files)
+            yield Runtime(system=system, sessions=sessions, files=files, references=references)
             nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
             await sessions.aclose()
+
+
+def runtime_metrics(runtime: Runtime) -> MetricsSource:
+    """The families of a runtime for ``system/metrics``: its actors, its writes, its file and
+    candidate indexes (each process reports its own; a supervisor adds its workers' up)."""
+
+    async def snapshot() -> dict[str, Any]:
+        actors = runtime.system.statistics()
+        files = runtime.files.statistics()
+        return {
+            "actors_active": gauge("Agents with a live actor.", (), [((), actors.active_agents)]),
+            "actor_activations_total": counter(
+                "Actor activations (a passivated agent that comes back counts again).",
+                (),
+                [((), actors.activations)],
+            ),
+            "actor_passivations_total": counter(
+                "Actors passivated after their idle timeout.", (), [((), actors.passivations)]
+            ),
+            "appended_events_total": counter(
+                "Events appended to session logs.", (), [((), WRITES.events)]
+            ),
+            "append_batches_total": counter(
+                "Batches written to session logs (one write each).", (), [((), WRITES.batches)]
+            ),
+            "fsync_duration_seconds": histogram_family(
+                "Seconds the fsync of each written batch took.", (), [((), WRITES.fsync_seconds)]
+            ),
+            "file_index_builds_total": counter(
+                "File indexes built for fileReferences/list.", (), [((), files.builds)]
+            ),
+            "file_index_entries": gauge(
+                "Files and directories in the file indexes held.", (), [((), files.entries)]
+            ),
+            "candidate_index_updates_total": counter(
+                "Updates of the session-candidate index, by kind (build or in place).",
+                ("kind",),
+                [
+                    (("build",), runtime.references.index_builds),
+                    (("in-place",), runtime.references.index_updates),
+                ],
+            ),
+        }
+
+    return snapshot
 
 
 async def serve(
@@ -188,29 +270,42 @@ async def serve(
     writable: bool = False,
     on_ready: Callable[[list[str]], None] | None = None,
     security: ServerSecurity | None = None,
+    metrics: tuple[str, int] | None = None,
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until SIGINT or SIGTERM, then shut down gracefully.
 
     ``security`` enables CURVE, the client allowlist and per-call roles (``actors._keys``).
+    ``metrics`` (host, port) serves Prometheus metrics and probes over HTTP there
+    (``wire.serve_metrics``); the server then counts its calls.
     """
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with open_runtime(
             config, data_dir, sessions_dir=sessions_dir, writable=writable
         ) as runtime:
             registry = limit_queries(runtime.system.registry, config.max_query_length)
-            server = Server(registry, limits=config.wire, security=security)
+            calls = CallMetrics() if metrics is not None else None
+            source = runtime_metrics(runtime)
+            server = Server(
+                registry, limits=config.wire, security=security, call_metrics=calls, metrics=source
+            )
+            serving = False
             async with trio.open_nursery() as nursery:
                 addresses = await nursery.start(server.run, list(endpoints))
+                serving = True
+                if metrics is not None:
+                    host, port = metrics
+                    snapshot = functools.partial(metrics_snapshot, server.statistics, calls, source)
+                    announce_metrics(
+                        await nursery.start(serve_metrics, host, port, snapshot, lambda: serving)
+                    )
                 if on_ready is not None:
                     on_ready(addresses)
                 task_status.started(addresses)
                 async for signum in signals:
-                    print(
-                        f"agent-actors: {signal.Signals(signum).name}: shutting down",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+                    name = signal.Signals(signum).name
+                    log.warning("%s: shutting down", name, extra={"signal": name})
+                    serving = False
                     await server.aclose()
                     nursery.cancel_scope.cancel()
                     break

@@ -65,6 +65,14 @@ from wire._messages import Ping as Ping
 from wire._messages import Pong as Pong
 from wire._messages import Result as Result
 from wire._messages import Welcome as Welcome
+from wire._metrics import CallMetrics as CallMetrics
+from wire._metrics import Histogram as Histogram
+from wire._metrics import counter as counter
+from wire._metrics import gauge as gauge
+from wire._metrics import histogram_family as histogram_family
+from wire._metrics import merge as merge_metrics
+from wire._metrics_http import render_prometheus as render_prometheus
+from wire._metrics_http import serve_metrics as serve_metrics
 from wire._schema import DIALECT as SCHEMA_DIALECT
 from wire._schema import SchemaBuilder as SchemaBuilder
 from wire._security import ClientSecurity as ClientSecurity
@@ -74,8 +82,12 @@ from wire._server import Server as Server
 from wire._server import ServerStatistics as ServerStatistics
 from wire._server_protocol import ServerLimits as ServerLimits
 from wire._server_protocol import ServerProtocol as ServerProtocol
+from wire._server_system import METRICS_SPEC as METRICS_SPEC
+from wire._server_system import SERVER_FAMILIES as SERVER_FAMILIES
 from wire._server_system import SYSTEM_SPECS as SYSTEM_SPECS
+from wire._server_system import MetricsSource as MetricsSource
 from wire._server_system import ServerStats as ServerStats
+from wire._server_system import metrics_snapshot as metrics_snapshot
 from wire._shapes import WIRE_NAME as WIRE_NAME
 from wire._shapes import ShapeError as ShapeError
 
@@ -84,8 +96,10 @@ __all__ = [
     "ERROR_TYPES",
     "HANDLER_CHECKED",
     "IO_THREAD_POLICIES",
+    "METRICS_SPEC",
     "PROTOCOL_VERSION",
     "SCHEMA_DIALECT",
+    "SERVER_FAMILIES",
     "SYSTEM_SPECS",
     "WIRE_NAME",
     "AgentBusyError",
@@ -95,6 +109,7 @@ __all__ = [
     "Call",
     "CallCancelledError",
     "CallContext",
+    "CallMetrics",
     "Cancel",
     "CancelReason",
     "Client",
@@ -109,10 +124,12 @@ __all__ = [
     "Error",
     "ErrorCode",
     "Hello",
+    "Histogram",
     "InternalError",
     "IoThreadPolicy",
     "LocalProtocolError",
     "Message",
+    "MetricsSource",
     "MovedError",
     "Named",
     "NonNegativeFloat",
@@ -145,9 +162,16 @@ __all__ = [
     "UnsupportedVersionError",
     "Welcome",
     "WireError",
+    "counter",
     "decode",
     "describe_endpoints",
     "encode",
+    "gauge",
+    "histogram_family",
+    "merge_metrics",
+    "metrics_snapshot",
     "open_client",
+    "render_prometheus",
+    "serve_metrics",
     "use_io_thread_policy",
 ]

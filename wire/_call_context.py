@@ -1,15 +1,17 @@
-"""What a handler sees of its call on the server, and how a handler's failure is answered."""
+"""What a handler sees of its call on the server, and how its value or failure is answered."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+from wire._codec_relay import Encoded
 from wire._endpoints import EndpointSpec
 from wire._errors import ErrorCode, InternalError, WireError
-from wire._server_protocol import CallRecord, ServerProtocol
+from wire._messages import Result
+from wire._server_protocol import CallRecord, EncodedResult, ServerProtocol
 
-__all__ = ["ServerCallContext", "classify_failure"]
+__all__ = ["ServerCallContext", "classify_failure", "result_reply"]
 
 log = logging.getLogger("wire.server")
 
@@ -52,5 +54,13 @@ def classify_failure(exc: Exception, spec: EndpointSpec) -> WireError:
             code=ErrorCode(code),
             details=details if isinstance(details, dict) else None,
         )
-    log.error("handler of %s failed", spec.name, exc_info=exc)
+    fields = {"endpoint": spec.name, "outcome": "internal"}
+    log.error("handler of %s failed", spec.name, exc_info=exc, extra=fields)
     return InternalError(str(exc) or type(exc).__name__)
+
+
+def result_reply(call_id: int, value: Any) -> Result | EncodedResult:
+    """The terminal frame for a handler's value (an :class:`Encoded` one is sent as it is)."""
+    if type(value) is Encoded:
+        return EncodedResult(id=call_id, value=value.value)
+    return Result(id=call_id, value=value)

@@ -331,7 +331,10 @@ class Client:
 
     async def _timer(self) -> None:
         while True:
-            await trio.sleep(_TICK)
+            # Asleep until a ping or the silence bound is due (an idle client wakes once per
+            # heartbeat), and never more often than every tick.
+            soonest = trio.current_time() + _TICK
+            await trio.sleep_until(max(self._protocol.next_due(), soonest))
             now = trio.current_time()
             self._apply(self._protocol.tick(now, verified_at=self._pump.verified_empty_at(now)))
 

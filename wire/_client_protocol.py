@@ -9,6 +9,7 @@ and when the server has been silent too long.
 from __future__ import annotations
 
 import enum
+import math
 from typing import Any
 
 import attrs
@@ -248,6 +249,15 @@ class ClientProtocol:
             frame = self._ping if self.state is ClientState.READY else self.hello(now)
             events.append(SendFrame(frame))
         return events
+
+    def next_due(self) -> float:
+        """When :meth:`tick` next has work: the next ping (or hello), or the server's silence
+        bound. A driver may sleep until then instead of polling."""
+        if self.state is ClientState.CLOSED:
+            return math.inf
+        if self.state is ClientState.READY:
+            return min(self._next_ping, self._last_heard + self.peer_timeout)
+        return self._next_ping
 
     def close(self) -> list[ClientEvent]:
         """Fail every call in flight and return the bye to send."""

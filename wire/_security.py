@@ -17,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import stat
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -34,6 +36,7 @@ __all__ = [
     "ServerSecurity",
     "bind_private",
     "check_z85_key",
+    "close_private",
     "is_loopback",
 ]
 
@@ -192,12 +195,20 @@ def _owner_only_umask() -> Iterator[None]:
         os.umask(previous)
 
 
+#: The ipc socket files each socket bound with :func:`bind_private` (path, device, inode):
+#: what :func:`close_private` removes.
+_SOCKET_FILES: weakref.WeakKeyDictionary[zmq.Socket[Any], list[tuple[str, int, int]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def bind_private(socket: zmq.Socket[Any], endpoint: str) -> None:
     """Bind ``socket``; an ``ipc://`` socket file is created owner-only (0600).
 
     A missing parent directory is created owner-only (0700). The socket file is created under
     a 077 umask, so it is never reachable by others, not even for the instant before the
-    ``chmod`` that makes the mode explicit.
+    ``chmod`` that makes the mode explicit. :func:`close_private` closes the socket and removes
+    the file.
     """
     path = endpoint.removeprefix("ipc://") if endpoint.startswith("ipc://") else None
     if path is None or path.startswith("@"):  # not ipc, or a Linux abstract socket
@@ -210,3 +221,21 @@ def bind_private(socket: zmq.Socket[Any], endpoint: str) -> None:
         socket.bind(endpoint)
     with contextlib.suppress(OSError):
         os.chmod(path, 0o600)
+    with contextlib.suppress(OSError):
+        found = os.stat(path)
+        bound = (os.path.abspath(path), found.st_dev, found.st_ino)
+        _SOCKET_FILES.setdefault(socket, []).append(bound)
+
+
+def close_private(socket: zmq.Socket[Any], *, linger: int) -> None:
+    """Close ``socket`` and remove the ipc socket files it bound with :func:`bind_private`.
+
+    ZeroMQ leaves them behind (it removes only those of ``ipc://*``). A file is removed only
+    while it is still the one this socket bound: another socket may have bound the path since.
+    """
+    socket.close(linger=linger)
+    for path, device, inode in _SOCKET_FILES.pop(socket, []):
+        with contextlib.suppress(OSError):
+            found = os.stat(path)
+            if stat.S_ISSOCK(found.st_mode) and (found.st_dev, found.st_ino) == (device, inode):
+                os.unlink(path)

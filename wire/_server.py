@@ -24,9 +24,8 @@ from typing import Any
 import trio
 import zmq
 
-from wire._call_context import ServerCallContext, classify_failure
+from wire._call_context import ServerCallContext, classify_failure, result_reply
 from wire._codec import encode
-from wire._codec_relay import Encoded
 from wire._detached import Detach, DetachedCall, Outcome, error_reply
 from wire._endpoints import DEFERRED, Endpoint, EndpointSpec, Registry
 from wire._errors import (
@@ -38,8 +37,9 @@ from wire._errors import (
 )
 from wire._io_threads import new_context
 from wire._messages import Error, Result
+from wire._metrics import CallMetrics
 from wire._pump import SocketPump
-from wire._security import AuthenticatedSocket, ServerSecurity, bind_private
+from wire._security import AuthenticatedSocket, ServerSecurity, bind_private, close_private
 from wire._server_protocol import (
     CallRecord,
     CancelCall,
@@ -53,16 +53,14 @@ from wire._server_protocol import (
     ServerProtocol,
     StartCall,
 )
-from wire._server_system import ServerStatistics, system_endpoints
+from wire._server_system import MetricsSource, ServerStatistics, observe_call, system_endpoints
+from wire._server_timer import ServerTimer
 from wire._zap import ZapHandler
 
 __all__ = ["Server", "ServerStatistics"]
 
 log = logging.getLogger("wire.server")
 
-#: Timer resolution for heartbeats and peer timeouts (seconds); the loss bound is
-#: ``peer_timeout + _TICK``.
-_TICK = 0.1
 #: Messages ZeroMQ holds per peer before the pump holds (and counts the bytes of) the rest.
 #: libzmq keeps them until the peer reads or disconnects, dropped or not, so only a low mark
 #: bounds them (10,000 held 65 MB of describe replies); much lower and a client that reads in
@@ -79,6 +77,8 @@ class Server:
         registry: The endpoints to serve; ``system/describe`` and ``system/stats`` are added.
         limits: Timers and limits announced in the welcome.
         context: The ZeroMQ context (default: the process-wide instance).
+        call_metrics: Counts every call by endpoint and outcome (``serve --metrics``).
+        metrics: More metric families of the process for ``system/metrics`` (its actors, ...).
     """
 
     def __init__(
@@ -88,8 +88,11 @@ class Server:
         limits: ServerLimits | None = None,
         context: zmq.Context[Any] | None = None,
         security: ServerSecurity | None = None,
+        call_metrics: CallMetrics | None = None,
+        metrics: MetricsSource | None = None,
     ) -> None:
         self.registry = registry
+        self._call_metrics = call_metrics
         self.limits = limits or ServerLimits()
         self._protocol = ServerProtocol(self.limits)
         # A CURVE server's ZAP handler is bound in its socket's context, one per context: a
@@ -106,8 +109,7 @@ class Server:
         self._pump: SocketPump | None = None
         self._nursery: trio.Nursery | None = None
         self._handler_tasks = 0
-        #: Detached calls with a deadline or a cancel passed on: the timer bounds their wait.
-        self._expiring: set[DetachedCall] = set()
+        self._timer = ServerTimer(self._protocol, self._apply, self._verified_at)
         self._calls_total = 0
         self._cancelled_total = 0
         self._idle = trio.Event()
@@ -118,7 +120,8 @@ class Server:
         #: per message. Set by :meth:`run`.
         self._now: Callable[[], float] = trio.current_time
         self.addresses: list[str] = []
-        for endpoint in system_endpoints(registry, self.statistics):
+        served = system_endpoints(registry, self.statistics, call_metrics, metrics)
+        for endpoint in served:
             if registry.get(endpoint.spec.name) is None:
                 registry.add(endpoint)
 
@@ -170,7 +173,7 @@ class Server:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._pump.run)
-                nursery.start_soon(self._timer)
+                nursery.start_soon(self._timer.run)
                 if zap is not None:
                     nursery.start_soon(zap.run)
                 task_status.started(list(self.addresses))
@@ -178,7 +181,7 @@ class Server:
                 nursery.cancel_scope.cancel()
         finally:
             self._nursery = None
-            socket.close(linger=200)
+            close_private(socket, linger=200)  # and remove the ipc socket files it bound
             if zap is not None:
                 zap.close()  # already closed if it ran; not if a bind failed first
             if self._own_context:
@@ -261,12 +264,15 @@ class Server:
                         handle.cancel()
                         if type(handle) is DetachedCall and not handle.ended:
                             # Its cancel was passed on: the timer bounds the wait for the answer.
-                            self._expiring.add(handle)
+                            self._timer.expire_later(handle)
                 case PeerGreeted(peer, hello):
-                    log.debug("peer %s greeted (%s)", peer.hex(), hello.name)
+                    self._timer.wake()  # its first ping is due within a heartbeat
+                    fields = {"peer": peer.hex(), "client": hello.name}
+                    log.debug("peer %s greeted (%s)", peer.hex(), hello.name, extra=fields)
                 case PeerDropped(peer, reason, discard_frames):
                     self._keys.pop(peer, None)
-                    log.info("peer %s dropped: %s", peer.hex(), reason)
+                    fields = {"peer": peer.hex(), "reason": reason}
+                    log.info("peer %s dropped: %s", peer.hex(), reason, extra=fields)
                     if self._pump is not None and discard_frames:
                         self._pump.forget_peer(peer)
 
@@ -274,7 +280,10 @@ class Server:
         """``peer`` stopped reading and its backlog is full: drop it, and its backlog even
         when the protocol no longer knows it (frames for a stranger are moot)."""
         frames, size = (self._pump.held_for(peer) if self._pump else None) or (0, 0)
-        log.warning("peer %s is not reading: %d frames, %d bytes held", peer.hex(), frames, size)
+        fields = {"peer": peer.hex(), "held_frames": frames, "held_bytes": size}
+        log.warning(
+            "peer %s is not reading: %d frames, %d bytes held", *fields.values(), extra=fields
+        )
         events = self._protocol.drop_peer(peer, "not reading")
         if events:
             self._apply(events)  # PeerDropped forgets its backlog
@@ -313,6 +322,8 @@ class Server:
 
     def _start(self, record: CallRecord) -> None:
         self._calls_total += 1
+        if self._call_metrics is not None or log.isEnabledFor(logging.DEBUG):
+            record.received_at = self._now()
         call = record.call
         endpoint = self.registry.get(call.endpoint)
         failure: WireError | None = None
@@ -385,7 +396,7 @@ class Server:
             if type(value) is Detach:
                 self._detach(record, endpoint.spec, value)
                 return True
-            outcome = _result(record.call.id, value)
+            outcome = result_reply(record.call.id, value)
         except WireError as exc:
             outcome = error_reply(record.call.id, exc)
         except Exception as exc:
@@ -400,7 +411,7 @@ class Server:
         call = DetachedCall(record, end=self._end_detached, resume=resume, now=self._now)
         record.handle = call
         if record.deadline is not None:
-            self._expiring.add(call)
+            self._timer.expire_later(call)
         try:
             request.begin(call)
         except WireError as exc:
@@ -409,14 +420,14 @@ class Server:
             call.fail(classify_failure(exc, spec))
 
     def _end_detached(self, call: DetachedCall, outcome: Outcome) -> None:
-        self._expiring.discard(call)
+        self._timer.expiring.discard(call)
         self._finish(call.record, outcome)
 
     def _resume(
         self, spec: EndpointSpec, call: DetachedCall, handler: Callable[[], Awaitable[Any]]
     ) -> None:
         """Move a detached call onto the task path: later cancels reach its scope."""
-        self._expiring.discard(call)
+        self._timer.expiring.discard(call)
         record = call.record
         scope = record.handle = _scope_for(record)
         if self._nursery is None:
@@ -440,7 +451,7 @@ class Server:
                 if admit:
                     self._protocol.call_started(record)
                 value = await invoke()
-                outcome = _result(record.call.id, value)
+                outcome = result_reply(record.call.id, value)
             if scope.cancelled_caught and (
                 record.deadline is not None and trio.current_time() >= record.deadline
             ):
@@ -458,33 +469,16 @@ class Server:
             isinstance(outcome, Error) and outcome.code == ErrorCode.CANCELLED
         ):
             self._cancelled_total += 1
+        if self._call_metrics is not None or log.isEnabledFor(logging.DEBUG):
+            observe_call(self._call_metrics, record, outcome, self._now())
         frame = self._protocol.finish_call(record, outcome)
         if frame is not None:
             self._send(record.peer, frame)
         if self._protocol.in_flight == 0 and self._handler_tasks == 0:
             self._idle.set()
 
-    async def _timer(self) -> None:
-        while True:
-            await trio.sleep(_TICK)
-            now = trio.current_time()
-            verified = self._pump.verified_empty_at(now) if self._pump is not None else now
-            self._apply(self._protocol.tick(now, verified_at=verified))
-            if self._expiring:
-                self._expire_detached(now)
-
-    def _expire_detached(self, now: float) -> None:
-        """End the detached calls whose answer is overdue (past the deadline, or past a cancel
-        passed on, by the grace): the server they went to answers for itself, this covers
-        one that never does."""
-        for call in [c for c in self._expiring if (at := c.gives_up_at) is not None and at <= now]:
-            call.expire()
-
-
-def _result(call_id: int, value: Any) -> Result | EncodedResult:
-    if type(value) is Encoded:
-        return EncodedResult(id=call_id, value=value.value)
-    return Result(id=call_id, value=value)
+    def _verified_at(self, now: float) -> float:
+        return self._pump.verified_empty_at(now) if self._pump is not None else now
 
 
 def _scope_for(record: CallRecord) -> trio.CancelScope:

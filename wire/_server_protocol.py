@@ -11,6 +11,7 @@ returns the call's single terminal frame.
 from __future__ import annotations
 
 import enum
+import math
 from typing import Any
 
 import attrs
@@ -72,6 +73,8 @@ class CallRecord:
     cancel_reason: CancelReason | None = None
     #: The driver's handle for the running handler (its cancel scope).
     handle: Any = None
+    #: When the call arrived, on the driver's clock (set only by a server that keeps metrics).
+    received_at: float = 0.0
 
 
 @attrs.frozen
@@ -360,6 +363,15 @@ class ServerProtocol:
                 peer.next_ping = now + self.limits.heartbeat
                 events.append(Send(peer.identity, self._ping))
         return events
+
+    def next_due(self) -> float:
+        """When :meth:`tick` next has work: a peer's ping or its silence bound (``inf``: none
+        until a peer says hello). A driver may sleep until then instead of polling."""
+        timeout = self.limits.peer_timeout
+        return min(
+            (min(p.next_ping, p.last_seen + timeout) for p in self._peers.values()),
+            default=math.inf,
+        )
 
     def peer_unreachable(self, peer: bytes) -> list[ServerEvent]:
         """The transport could not deliver to ``peer`` (it disconnected)."""

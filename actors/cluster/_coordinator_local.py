@@ -23,7 +23,8 @@ from actors.cluster._coordinator import (
 
 __all__ = ["InProcessCoordinator"]
 
-#: How often a watcher with nothing to report re-checks lease expiry (seconds).
+#: The shortest pause between a watcher's checks of lease expiry (seconds); it otherwise sleeps
+#: until the earliest lease can expire, or a change.
 _EXPIRY_TICK = 0.1
 
 
@@ -178,7 +179,10 @@ class InProcessCoordinator:
             if view.revision > after:
                 await trio.lowlevel.checkpoint()
                 return view
-            with trio.move_on_after(_EXPIRY_TICK):
+            # _next_expiry is the earliest a lease can expire (a keep-alive only moves a lease
+            # later): nothing can change before then unless somebody bumps the revision.
+            soonest = trio.current_time() + _EXPIRY_TICK
+            with trio.move_on_at(max(self._next_expiry, soonest)):
                 await self._changed.wait()
 
     async def watch(self, after: int = 0) -> AsyncGenerator[ClusterView, None]:

@@ -17,6 +17,7 @@ shard bound to a storage that no live worker sees answers ``unavailable`` at onc
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -30,6 +31,7 @@ from typing import Any
 import attrs
 import trio
 
+from actors._serve import announce_metrics
 from actors.cluster._coordinator_local import InProcessCoordinator
 from actors.cluster._coordinator_wire import coordinator_endpoints
 from actors.cluster._epoch_floor import revision_floor
@@ -38,7 +40,18 @@ from actors.cluster._pool import ClientPool
 from actors.cluster._router import forwarding_registry
 from actors.cluster._shards import DEFAULT_SHARDS, placement_owner
 from actors.cluster._storage import Placement, StorageMode, default_host_id
-from wire import Registry, Server, ServerLimits
+from wire import (
+    SERVER_FAMILIES,
+    CallMetrics,
+    Registry,
+    Server,
+    ServerLimits,
+    WireError,
+    gauge,
+    merge_metrics,
+    metrics_snapshot,
+    serve_metrics,
+)
 
 __all__ = ["WORKER_READY", "ClusterOptions", "supervise"]
 
@@ -240,6 +253,37 @@ class _Workers:
                 return False
         return True
 
+    def serving(self) -> bool:
+        """Whether calls are served (``/readyz``): until the workers are told to stop."""
+        return not self.stopping
+
+    def own_endpoints(self) -> list[str]:
+        """The endpoints of this supervisor's live workers."""
+        ours = {worker.worker_id for worker in self.workers}
+        return [m.endpoint for m in self.coordinator.current().members if m.worker_id in ours]
+
+    async def metrics(self) -> dict[str, Any]:
+        """The workers' runtime families added up (``system/metrics`` of each), and how many
+        answered; a worker that does not answer within a second is left out of this scrape."""
+        snapshots = []
+
+        async def scrape(endpoint: str) -> None:
+            with trio.move_on_after(1.0):
+                try:
+                    found = await (await self.pool.get(endpoint)).call("system/metrics")
+                except WireError:
+                    return
+                snapshots.append({k: v for k, v in found.items() if k not in SERVER_FAMILIES})
+
+        async with trio.open_nursery() as nursery:
+            for endpoint in self.own_endpoints():
+                nursery.start_soon(scrape, endpoint)
+        merged = merge_metrics(snapshots)
+        merged["workers_answering"] = gauge(
+            "Workers whose metrics this scrape includes.", (), [((), len(snapshots))]
+        )
+        return merged
+
     def own_endpoint(self) -> str:
         """The endpoint of one of this supervisor's live workers."""
         ours = {worker.worker_id for worker in self.workers}
@@ -273,9 +317,13 @@ async def supervise(
     *,
     limits: ServerLimits | None = None,
     on_ready: Callable[[list[str]], None] | None = None,
+    metrics: tuple[str, int] | None = None,
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run the supervisor until SIGINT or SIGTERM, then drain and stop every worker."""
+    """Run the supervisor until SIGINT or SIGTERM, then drain and stop every worker.
+
+    ``metrics`` (host, port): Prometheus metrics over HTTP, one view over all workers: the
+    calls as this supervisor answered them, and the workers' runtime families added up."""
     if options.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {options.workers}")
     data_dir = Path(data_dir)
@@ -319,17 +367,27 @@ async def supervise(
                     await coordinator.changed(coordinator.revision)
 
             registry = forwarding_registry(described, pool, coordinator.current, wait_change)
-            public = Server(registry, limits=limits)
+            calls = CallMetrics() if metrics is not None else None
+            public = Server(registry, limits=limits, call_metrics=calls, metrics=workers.metrics)
             addresses = await nursery.start(public.run, list(endpoints))
+            if metrics is not None:
+                snapshot = functools.partial(
+                    metrics_snapshot, public.statistics, calls, workers.metrics
+                )
+                announce_metrics(
+                    await nursery.start(serve_metrics, *metrics, snapshot, workers.serving)
+                )
             if on_ready is not None:
                 on_ready(addresses)
             task_status.started(addresses)
             async for signum in signals:
-                print(
-                    f"agent-actors: {signal.Signals(signum).name}: draining "
-                    f"{len(workers.workers)} worker(s)",
-                    file=sys.stderr,
-                    flush=True,
+                name = signal.Signals(signum).name
+                count = len(workers.workers)
+                log.warning(
+                    "%s: draining %d worker(s)",
+                    name,
+                    count,
+                    extra={"signal": name, "workers": count},
                 )
                 await public.aclose()
                 await workers.stop()

@@ -26,7 +26,7 @@ import trio
 
 from actors._config import Config
 from actors._query_limits import limit_queries
-from actors._serve import Runtime, call_local, open_runtime
+from actors._serve import Runtime, call_local, open_runtime, runtime_metrics
 from actors._system import ActorSystem
 from actors.cluster._binding import ShardBinder, held_shards_of
 from actors.cluster._coordinator import Member
@@ -200,7 +200,8 @@ async def run_worker(
                     gate,
                     route_creates=_creates(runtime.system, gate, pool) if binds else None,
                 )
-                server = Server(registry, limits=config.wire)
+                # Its runtime's families, for the supervisor's one view (``serve --metrics``).
+                server = Server(registry, limits=config.wire, metrics=runtime_metrics(runtime))
                 addresses = await nursery.start(server.run, [endpoint])
                 member = Member(worker_id=worker_id, endpoint=addresses[0])
 

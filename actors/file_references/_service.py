@@ -96,6 +96,11 @@ class FileReferenceStatistics:
     """``list`` calls waiting for a scan to finish."""
     truncated_indexes: int
     """Finished indexes that the entry cap cut off (see ``index_statistics``)."""
+    builds: int = 0
+    """Indexes built since start (a cwd's first global query, and again after each
+    invalidation)."""
+    entries: int = 0
+    """Files and directories in the finished indexes held now."""
 
 
 @attrs.define(eq=False)
@@ -155,6 +160,8 @@ class FileReferenceService:
         self._config = config if config is not None else FileReferencesConfig()
         self._scan_limiter = trio.CapacityLimiter(scan_threads)
         self._searches: dict[str, _AgentSearch] = {}
+        self._builds = 0
+        self._cap_warned: set[str] = set()
         self._nursery: trio.Nursery | None = None
         self._closed = False
 
@@ -277,6 +284,8 @@ class FileReferenceService:
             scans_running=sum(not g.done.is_set() for g in generations),
             waiting_callers=sum(g.waiters for g in generations),
             truncated_indexes=sum(g.index is not None and g.index.truncated for g in generations),
+            builds=self._builds,
+            entries=sum(len(g.index) for g in generations if g.index is not None),
         )
 
     def index_statistics(self, agent_key: str) -> FileIndexStatistics | None:
@@ -324,8 +333,11 @@ class FileReferenceService:
                 )
                 if not generation.invalidated:
                     generation.index = index
-                    if index.truncated:
-                        # Upstream cuts silently (spec §9.4); say so once per index.
+                    self._builds += 1
+                    if index.truncated and search.root not in self._cap_warned:
+                        # Upstream cuts silently (spec §9.4); say so once per directory, not
+                        # again for every agent working in it.
+                        self._cap_warned.add(search.root)
                         _LOG.warning(
                             "file-reference-local: the index of %s stopped at maxEntries=%d;"
                             " deeper paths are not offered (set unlimitedEntries = true in"

@@ -1,6 +1,6 @@
 """DSH session logs: one agent's session on disk, read and written exactly as DSH does.
 
-Spec: ``session-log-format.md`` in the DSH specs. One job per private module:
+Spec: ``session-log-format`` in the DSH specs. One job per private module:
 
 - ``_json`` (upstream's JSON text), ``_header`` (the session header), ``_events`` (event records),
   ``_legacy`` (older event shapes), ``_sequence`` (sequence numbers), ``_surface`` (the folded
@@ -54,6 +54,8 @@ from actors.session_log._surface import SurfaceSnapshot as SurfaceSnapshot
 from actors.session_log._titles import normalize_title as normalize_title
 from actors.session_log._titles import session_title as session_title
 from actors.session_log._titles import subagent_label as subagent_label
+from actors.session_log._write_statistics import WRITES as WRITES
+from actors.session_log._write_statistics import WriteStatistics as WriteStatistics
 from actors.session_log._writer import DEFAULT_BATCH_DELAY as DEFAULT_BATCH_DELAY
 from actors.session_log._writer import SessionLogWriter as SessionLogWriter
 from actors.session_log._zstd import compress_frame as compress_frame
@@ -64,6 +66,7 @@ __all__ = [
     "FENCE_TYPES",
     "IDEMPOTENCY_KEY_TYPE",
     "MAX_SEGMENT_BYTES",
+    "WRITES",
     "Compression",
     "CreationKey",
     "HeaderError",
@@ -79,6 +82,7 @@ __all__ = [
     "StorageReason",
     "SurfaceFolder",
     "SurfaceSnapshot",
+    "WriteStatistics",
     "check_new_event",
     "compress_frame",
     "compression_of",

@@ -1,6 +1,6 @@
 """The batches of one session log: what is queued for the next one, and writing it as a unit.
 
-`session-log-format.md` §2.1 and §9. A batch is one zstd frame (or raw lines) holding every
+`session-log-format` §2.1 and §9. A batch is one zstd frame (or raw lines) holding every
 event queued since the last flush, with chunk runs packed, written by one ``O_APPEND`` write;
 the first flush materialises header and first batch together (`LogFile.publish`). Under a
 fencing epoch each batch opens with an epoch record (`actors.session_log._epochs`): an
@@ -28,6 +28,7 @@ from actors.session_log._files import LogFile
 from actors.session_log._header import SessionHeader
 from actors.session_log._json import dumps_line
 from actors.session_log._layout import Compression
+from actors.session_log._write_statistics import WRITES
 from actors.session_log._zstd import compress_frame
 
 __all__ = ["BatchWriter"]
@@ -208,6 +209,9 @@ class BatchWriter:
                 header = compress_frame(header)
             self._file.publish(header + payload)
         self._durable_count += len(events)
+        WRITES.batches += 1
+        WRITES.events += len(events)
+        WRITES.bytes += len(payload)
         self._pending.clear()
         self._pending_since = None
         return len(events)

@@ -1,6 +1,6 @@
 """Durable byte-level access to one transcript file.
 
-`session-log-format.md` §2.1: "First materialization writes `<final-file>.<12 hex>.tmp`,
+`session-log-format` §2.1: "First materialization writes `<final-file>.<12 hex>.tmp`,
 fsyncs it, publishes it with a hard link (POSIX), then unlinks the temp." Later batches
 are appended. A failed write leaves nothing behind: a failed publish removes what it created,
 and a failed append cuts the file back to its last durable end, since bytes of a batch that was
@@ -15,9 +15,11 @@ import contextlib
 import fcntl
 import os
 import secrets
+import time
 from pathlib import Path
 
 from actors.session_log._errors import LogStorageError, LogWriteError
+from actors.session_log._write_statistics import WRITES
 
 __all__ = ["LogFile"]
 
@@ -27,6 +29,13 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
+
+
+def _fsync_data(fd: int) -> None:
+    """fsync a batch's data, timed (``WRITES.fsync_seconds``)."""
+    started = time.perf_counter()
+    os.fsync(fd)
+    WRITES.fsync_seconds.observe(time.perf_counter() - started)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -86,7 +95,7 @@ class LogFile:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             _write_all(fd, content)
             if self.fsync:
-                os.fsync(fd)
+                _fsync_data(fd)
             try:
                 # link(), not rename(): link fails if the final path exists, so two
                 # writers materialising one id cannot clobber each other.
@@ -150,7 +159,7 @@ class LogFile:
         try:
             _write_all(fd, payload)
             if self.fsync:
-                os.fsync(fd)
+                _fsync_data(fd)
         except OSError as error:
             self._cut_to = size
             with contextlib.suppress(OSError):  # the write's error is the one to report

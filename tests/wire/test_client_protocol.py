@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from wire import (
@@ -158,3 +160,12 @@ def test_silence_counts_only_up_to_the_last_verified_read(pair: ProtocolPair) ->
     pair.client.start_call("h", "a/b", {})
     assert not any(isinstance(e, Lost) for e in pair.client.tick(10.0, verified_at=1.0))
     assert any(isinstance(e, Lost) for e in pair.client.tick(10.0, verified_at=2.6))
+
+
+def test_next_due_is_the_next_ping_or_the_silence_bound(pair: ProtocolPair) -> None:
+    """The client's timer may sleep until ``next_due``: its next ping, or the time the server's
+    silence would make it lost; a closed client has nothing to wake for."""
+    client = pair.client
+    assert client.next_due() == pytest.approx(min(pair.now + client.heartbeat, pair.now + 2.5))
+    client.close()
+    assert client.next_due() == math.inf

@@ -19,6 +19,7 @@ SANS_IO = [
     "_shapes.py",
     "_constraints.py",
     "_marks.py",
+    "_metrics.py",
     "_schema.py",
     "_extension_types.py",
     "_endpoints.py",

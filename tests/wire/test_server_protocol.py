@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import msgpack
 import pytest
 
@@ -341,3 +343,15 @@ def test_peer_silence_counts_only_up_to_the_last_verified_read(proto: ServerProt
     """A server that could not read its socket does not drop peers for that gap."""
     assert not any(isinstance(e, PeerDropped) for e in proto.tick(10.0, verified_at=1.0))
     assert PeerDropped(PEER, "heartbeat timeout") in proto.tick(10.0, verified_at=2.6)
+
+
+def test_next_due_is_the_earliest_ping_or_silence_bound(proto: ServerProtocol) -> None:
+    """The driver may sleep until ``next_due``: the next ping, then the peer's silence bound;
+    with no peers there is nothing to wake for."""
+    assert proto.next_due() == 1.0
+    assert sent(proto.tick(1.0)) == [Ping()]
+    assert proto.next_due() == 2.0
+    proto.tick(2.0)
+    assert proto.next_due() == 2.5  # heard last at 0.0, timeout 2.5
+    assert PeerDropped(PEER, "heartbeat timeout") in proto.tick(2.6)
+    assert proto.next_due() == math.inf

@@ -208,6 +208,14 @@ async def _run(
         f"p99 {percentile(latencies, 0.99) * 1000:.2f} ms, "
         f"max {percentile(latencies, 1.0) * 1000:.2f} ms"
     )
+    for kind, kind_sent in by_kind.items():
+        kind_latencies = cancel_latencies(kind_sent)
+        if kind_latencies:
+            print(
+                f"{mode} {kind}: cancel → terminal frame p50 "
+                f"{percentile(kind_latencies, 0.5) * 1000:.2f} ms, p99 "
+                f"{percentile(kind_latencies, 0.99) * 1000:.2f} ms ({len(kind_latencies)})"
+            )
     verdicts = [
         judge("append", by_kind["append"], logged),
         judge("note", by_kind["note"], noted),

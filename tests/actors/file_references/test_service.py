@@ -241,7 +241,8 @@ class TestIndexLifecycle:
     async def test_statistics_report_the_cap(
         self, nursery: trio.Nursery, tmp_path: Path, caplog: pytest.LogCaptureFixture
     ) -> None:
-        """When the entry cap cuts the index, statistics and the log say so."""
+        """When the entry cap cuts the index, statistics and the log say so, the log once per
+        directory; builds and entries held are counted (``serve --metrics``)."""
         for i in range(5):
             (tmp_path / f"f{i}").write_text("")
         svc = FileReferenceService(FileReferencesConfig(max_entries=3))
@@ -255,6 +256,12 @@ class TestIndexLifecycle:
         )
         assert svc.statistics().truncated_indexes == 1
         assert svc.index_statistics("unknown") is None
+        # A second agent in the same directory hits the same cap: said once, not again.
+        with trio.fail_after(10):
+            await svc.list("b", tmp_path, "f")
+        assert caplog.text.count("stopped at maxEntries=3") == 1
+        assert svc.statistics().builds == 2
+        assert svc.statistics().entries == 6
 
     async def test_large_index_ranks_in_a_thread(
         self, service: FileReferenceService, root: Path, monkeypatch: pytest.MonkeyPatch

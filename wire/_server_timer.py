@@ -1,0 +1,78 @@
+"""The server's timer: heartbeats, silent peers and overdue detached calls, each handled when it
+is due rather than on a fixed tick.
+
+An idle server wakes once per heartbeat and peer (to ping) instead of ten times a second: the
+protocol says when its next ping or silence bound is due (``ServerProtocol.next_due``), and
+the timer sleeps until then, never waking more often than every :data:`TICK`. Something that
+brings a deadline closer wakes it early: a new peer (the first one ends an unbounded sleep) and
+a detached call that now waits for an answer within a bound (``DetachedCall.gives_up_at``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import trio
+
+from wire._detached import DetachedCall
+from wire._server_protocol import ServerEvent, ServerProtocol
+
+__all__ = ["TICK", "ServerTimer"]
+
+#: The shortest sleep between two passes: the resolution of every time bound, so a silent peer
+#: is lost within ``peer_timeout + TICK``.
+TICK = 0.1
+
+
+class ServerTimer:
+    """Runs the protocol's timers and ends detached calls whose answer is overdue.
+
+    Args:
+        protocol: The server's protocol machine.
+        apply: Carries out the events of a tick (the server's ``_apply``).
+        verified_at: The time up to which the socket is known to have been read (the pump's
+            ``verified_empty_at``): silence after it may be the server's own backlog.
+    """
+
+    def __init__(
+        self,
+        protocol: ServerProtocol,
+        apply: Callable[[list[ServerEvent]], None],
+        verified_at: Callable[[float], float],
+    ) -> None:
+        self._protocol = protocol
+        self._apply = apply
+        self._verified_at = verified_at
+        #: Detached calls with a deadline or a cancel passed on: the timer bounds their wait.
+        self.expiring: set[DetachedCall] = set()
+        self._wake = trio.Event()
+
+    def wake(self) -> None:
+        """A deadline may have come closer: compute the next one now."""
+        self._wake.set()
+
+    def expire_later(self, call: DetachedCall) -> None:
+        """Bound ``call``'s wait for its answer (``call.gives_up_at``)."""
+        self.expiring.add(call)
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            now = trio.current_time()
+            due = self._protocol.next_due()
+            if self.expiring:
+                due = min(due, *(c.gives_up_at or math.inf for c in self.expiring))
+            with trio.move_on_at(max(due, now + TICK)):
+                await self._wake.wait()
+            self._wake = trio.Event()
+            now = trio.current_time()
+            self._apply(self._protocol.tick(now, verified_at=self._verified_at(now)))
+            self._expire(now)
+
+    def _expire(self, now: float) -> None:
+        """End the detached calls whose answer is overdue (past the deadline, or past a cancel
+        passed on, by the grace): the server they went to answers for itself, this covers
+        one that never does."""
+        for call in [c for c in self.expiring if (at := c.gives_up_at) is not None and at <= now]:
+            call.expire()
