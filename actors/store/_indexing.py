@@ -1,7 +1,7 @@
 """Building and refreshing the projection cache from a DSH sessions directory.
 
 What ``agent-actors index --sessions DIR`` runs, and what the store runs at start for each root
-it serves. The walk follows the layout of `session-log-format.md` §2.1: ``<root>/<project>/
+it serves. The walk follows the layout of `session-log-format` §2.1: ``<root>/<project>/
 <session>/session.jsonl[.zstd]``. A transcript whose size and mtime match its cache row (or its
 recorded rejection) is not read again; every other one is loaded completely, exactly as a read
 would load it, and indexed, or rejected with the loader's reason. A log whose body fails but
@@ -46,8 +46,10 @@ __all__ = [
     "IndexingError",
     "ProgressBar",
     "detect_compression",
+    "has_session_logs",
     "header_row",
     "index_sessions",
+    "no_sessions_message",
     "render_summary",
     "row_for",
 ]
@@ -100,13 +102,48 @@ def _opposite(compression: Compression) -> Compression:
 def detect_compression(root: str | Path, default: Compression = "zstd") -> Compression:
     """The encoding of a DSH root, from the first transcript found (§2.1: "a root holds one
     encoding"); ``default`` for a root without transcripts."""
-    names = {"session.jsonl.zstd": "zstd", "session.jsonl": "none"}
-    for project in _sorted_dirs(Path(root)):
+    first = _first_transcript(Path(root))
+    return default if first is None else first
+
+
+def has_session_logs(root: str | Path) -> bool:
+    """Whether ``root`` holds at least one transcript where a DSH sessions root keeps them
+    (``<root>/<project>/<session>/session.jsonl[.zstd]``, §2.1)."""
+    return _first_transcript(Path(root)) is not None
+
+
+def _first_transcript(root: Path) -> Compression | None:
+    names: dict[str, Compression] = {"session.jsonl.zstd": "zstd", "session.jsonl": "none"}
+    for project in _sorted_dirs(root):
         for session in _sorted_dirs(project):
             for name, compression in names.items():
                 if (session / name).is_file():
-                    return "zstd" if compression == "zstd" else "none"
-    return default
+                    return compression
+    return None
+
+
+def no_sessions_message(root: str | Path) -> list[str]:
+    """What to tell someone whose ``root`` holds no transcript in the DSH layout (§2.1, §2.2):
+    lines naming the folder and the layout expected in it, with an example path, and pointing
+    at ``<root>/sessions`` when that is a sessions root (``$DSH_HOME`` given for
+    ``$DSH_HOME/sessions``)."""
+    folder = Path(root).resolve()
+    example = log_path(folder, _EXAMPLE_CWD, _EXAMPLE_ID)
+    no_cwd = log_path(folder, None, _EXAMPLE_ID).parents[1].name
+    lines = [
+        f"no DSH session logs found in {folder}",
+        f"  expected: {folder}/--<project key>--/<session id>/session.jsonl.zstd "
+        "(or session.jsonl), one directory per cwd and one per session",
+        f"  e.g. {example} for a session whose cwd is {_EXAMPLE_CWD} ({no_cwd} when the "
+        "header has no cwd)",
+    ]
+    if has_session_logs(folder / "sessions"):
+        lines.append(f"  {folder / 'sessions'} holds DSH session logs: did you mean it?")
+    return lines
+
+
+_EXAMPLE_CWD = "/home/me/app"
+_EXAMPLE_ID = "0e7c5f2a-9b1d-4c3e-8f6a-2d4b7c9e1f3a"
 
 
 def _sorted_dirs(path: Path) -> list[Path]:
@@ -191,7 +228,8 @@ def index_sessions(
     started = time.monotonic()
     root = Path(sessions_dir).resolve()
     if not root.is_dir():
-        raise IndexingError(f"{root}: not a sessions directory")
+        why = "not a directory" if root.exists() else "no such directory"
+        raise IndexingError(f"{root}: not a sessions directory ({why})")
     compression = compression or detect_compression(root)
     root_id = cache.root_id(root, compression)
     transcripts, rejections = _walk(root, compression)
