@@ -24,6 +24,8 @@ export interface EndpointSpec {
   readonly result: string;
   readonly mutates: boolean;
   readonly doc: string;
+  /** Every error code the endpoint may answer with (`[]` from a server that does not say). */
+  readonly errors: readonly string[];
 }
 
 /** What `system/describe` returned, as far as this client reads it. */
@@ -32,7 +34,11 @@ export interface Description {
   readonly endpoints: ReadonlyMap<string, EndpointSpec>;
   /** Record name → field wire name → type spelling. */
   readonly types: Readonly<Record<string, Readonly<Record<string, string>>>>;
-  /** The whole answer, including whatever later revisions add (schemas, `cluster`, ...). */
+  /**
+   * The whole answer, including what this reader does not model: each endpoint's JSON Schema
+   * (`schema`) and the named types (`$defs`), which `agent-actors schema` turns into
+   * `src/endpoints.ts`.
+   */
   readonly raw: WireValue;
 }
 
@@ -78,6 +84,10 @@ export function parseDescription(raw: WireValue): Description {
       result: typeof entry["result"] === "string" ? entry["result"] : "any",
       mutates: entry["mutates"] === true,
       doc: typeof entry["doc"] === "string" ? entry["doc"] : "",
+      errors: (Array.isArray(entry["errors"])
+        ? (entry["errors"] as readonly unknown[])
+        : []
+      ).filter((code): code is string => typeof code === "string"),
     });
   }
   const types: Record<string, Record<string, string>> = {};

@@ -22,7 +22,7 @@ import {
 import type { Welcome } from "./messages.js";
 import type { CallOptions, ClientOptions } from "./options.js";
 import { ClientProtocol, type ClientState, type Limits, type ProtocolEvent } from "./protocol.js";
-import { createProxy, type DynamicServices, type ProxyTarget } from "./proxy.js";
+import { type AgentServices, createProxy, type ProxyTarget, type ServerServices } from "./proxy.js";
 import { abortable, cancelReasonOf } from "./signals.js";
 import { Transport } from "./transport.js";
 
@@ -99,7 +99,7 @@ export class Client {
       }
     }, connectTimeoutMs);
     this.ticker = setInterval(
-      () => this.apply(this.protocol.tick(now(), this.transport.unread)),
+      () => this.apply(this.protocol.tick(now(), () => this.transport.unread)),
       TICK_MS,
     );
     // Timers do not keep a process alive; an open socket does, until close().
@@ -186,13 +186,16 @@ export class Client {
     return value as T; // T is the caller's claim about the result; it is not checked
   }
 
-  /** A proxy for one agent: `client.agent(id).diagnostics.echo(payload, {signal})`. */
-  agent<S extends object = DynamicServices>(agentId: string): S {
+  /**
+   * A proxy for one agent: `client.agent(id).diagnostics.echo(payload, {signal})`, typed by the
+   * generated declarations (`client.agent<DynamicServices>(id)` for an untyped one).
+   */
+  agent<S extends object = AgentServices>(agentId: string): S {
     return createProxy<S>(this.proxyTarget(), agentId);
   }
 
   /** A proxy without an agent: lookup parameters are positional like any other. */
-  services<S extends object = DynamicServices>(): S {
+  services<S extends object = ServerServices>(): S {
     return createProxy<S>(this.proxyTarget());
   }
 

@@ -12,13 +12,17 @@ export type { ClientState, Limits } from "./protocol.js";
 export { DEFAULT_LIMITS } from "./protocol.js";
 export type { Description, EndpointSpec, ParamSpec } from "./catalog.js";
 export type {
+  AgentServices,
+  CallArguments,
   DynamicService,
   DynamicServices,
   EndpointDeclaration,
   EndpointDeclarations,
   RemoteMethod,
+  ServerServices,
   TypedServices,
 } from "./proxy.js";
+export type * from "./endpoints.js";
 export { MAX_BACKLOG } from "./transport.js";
 export {
   decodeSessionReferenceUri,

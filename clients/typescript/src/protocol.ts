@@ -225,15 +225,23 @@ export class ClientProtocol<H> {
   /**
    * Advance the timers: ping (or re-hello while not ready) every heartbeat, and declare the
    * server lost after `peerTimeoutMs` of silence. `unread` says the socket holds frames not yet
-   * read: the silence is then ours, not the server's (§10), so it is not counted.
+   * read: the silence is then ours, not the server's (§10), so it is not counted. It is asked
+   * only once the silence is long enough to matter: zeromq.js answers it from the socket's
+   * edge-triggered readable event, and asking spends the event a pending `receive()` waits
+   * for, which then waits for the next frame (every call in flight stalled until the next
+   * heartbeat when this was read on every tick).
    */
-  tick(now: number, unread: boolean): ProtocolEvent<H>[] {
+  tick(now: number, unread: boolean | (() => boolean)): ProtocolEvent<H>[] {
     if (this.stateValue === "closed") {
       return [];
     }
     const events: ProtocolEvent<H>[] = [];
     const { heartbeatMs, peerTimeoutMs } = this.limitsValue;
-    if (this.stateValue === "ready" && !unread && now - this.lastHeard > peerTimeoutMs) {
+    if (
+      this.stateValue === "ready" &&
+      now - this.lastHeard > peerTimeoutMs &&
+      !(typeof unread === "function" ? unread() : unread)
+    ) {
       events.push(
         ...this.lose(
           new PeerLostError(`server silent for more than ${peerTimeoutMs} ms (heartbeat bound)`),

@@ -6,13 +6,17 @@
  * an agent proxy fills the `agent` lookup parameter (`agentId`, §14) itself. An optional
  * trailing object of call options (`{signal, timeoutMs, deadline, supersede}`) follows them.
  *
- * The proxy is untyped at runtime; its static type is a parameter, so declarations generated
- * from the server's schema can be layered on without changing this code:
- * `client.agent<MyAgentApi>(id)`.
+ * The proxy is untyped at runtime; its static type is a parameter. By default it is typed by
+ * the declarations generated from this package's schema (`src/endpoints.ts`, written by
+ * `agent-actors schema --format typescript`): {@link AgentServices} for `client.agent(id)`,
+ * {@link ServerServices} for `client.services()`. Another server's declarations plug in the same
+ * way (`client.agent<TypedServices<TheirEndpoints>>(id)`), and `client.agent<DynamicServices>(id)`
+ * is the untyped escape hatch.
  */
 
 import type { WireMap, WireValue } from "./codec.js";
 import type { Description, EndpointSpec, ParamSpec } from "./catalog.js";
+import type { Endpoints, ServiceEndpoints } from "./endpoints.js";
 import { ArgumentsInvalidError, UnknownEndpointError } from "./errors.js";
 import type { CallOptions } from "./options.js";
 
@@ -31,11 +35,13 @@ export interface DynamicServices {
 
 /**
  * The declaration of one endpoint for a typed proxy: its positional parameters (without the
- * agent lookup, which an agent proxy fills) and its result.
+ * agent lookup, which an agent proxy fills), its result, and (for reference; a promise's
+ * rejection has no static type) the error codes it may answer with.
  */
 export interface EndpointDeclaration {
   readonly params: readonly unknown[];
   readonly result: unknown;
+  readonly errors?: string;
 }
 
 /**
@@ -46,6 +52,48 @@ export type EndpointDeclarations<E> = { readonly [K in keyof E]: EndpointDeclara
 
 type NamespaceOf<K> = K extends `${infer N}/${string}` ? N : never;
 
+/** `T` and every shorter prefix of it, down to `[]`. */
+type Prefixes<T extends readonly unknown[]> = T extends readonly [...infer Init, unknown]
+  ? T | Prefixes<Init>
+  : T;
+
+/** Whether a value of type `T` could be an object (so would keep an options object as itself). */
+type TakesObject<T> = unknown extends T
+  ? true
+  : [Extract<T, object>] extends [never]
+    ? false
+    : true;
+
+/**
+ * `[...Q, options]` if options may stand in place of the parameter after prefix `Q` of `P`:
+ * every parameter from there on is optional and that one cannot hold an object (as
+ * `bindArguments` decides at run time).
+ */
+type OptionsAfter<Q, P extends readonly unknown[]> = Q extends readonly unknown[]
+  ? Q extends P
+    ? Q["length"] extends Required<P>["length"]
+      ? never
+      : TakesObject<Required<P>[Q["length"]]> extends true
+        ? never
+        : [...Q, options: CallOptions]
+    : never
+  : never;
+
+/** `P` with `undefined` allowed for each optional parameter ("not given", as at run time). */
+type Omissible<P extends readonly unknown[]> = {
+  [I in keyof P]: Record<never, never> extends Pick<P, I> ? P[I] | undefined : P[I];
+};
+
+/**
+ * The arguments of a typed remote method with positional parameters `P`: all of them, then
+ * optionally {@link CallOptions}; or, where trailing parameters are optional and cannot hold an
+ * object, the options in their place (`candidates({signal})`). An optional parameter may be
+ * given as `undefined`, which omits it.
+ */
+export type CallArguments<P extends readonly unknown[]> =
+  | [...Omissible<P>, options?: CallOptions]
+  | OptionsAfter<Prefixes<Required<Omissible<P>>>, Omissible<P>>;
+
 /**
  * The proxy type for a map of endpoint declarations:
  * `client.agent<TypedServices<MyEndpoints>>(id).diagnostics.sleep(1.5, "label", {signal})`.
@@ -53,10 +101,19 @@ type NamespaceOf<K> = K extends `${infer N}/${string}` ? N : never;
 export type TypedServices<E extends EndpointDeclarations<E>> = {
   readonly [N in NamespaceOf<keyof E & string>]: {
     readonly [K in keyof E & string as K extends `${N}/${infer M}` ? M : never]: (
-      ...args: [...E[K]["params"], options?: CallOptions]
+      ...args: CallArguments<E[K]["params"]>
     ) => Promise<E[K]["result"]>;
   };
 };
+
+/**
+ * `client.agent(id)`'s default type: every endpoint of this package, typed by the generated
+ * declarations, with the agent lookup filled by the proxy.
+ */
+export type AgentServices = TypedServices<Endpoints>;
+
+/** `client.services()`'s default type: every endpoint, the agent lookup positional. */
+export type ServerServices = TypedServices<ServiceEndpoints>;
 
 /** What a proxy needs from the client. */
 export interface ProxyTarget {

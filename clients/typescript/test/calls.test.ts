@@ -11,6 +11,7 @@ import {
   CallCancelledError,
   type Client,
   connect,
+  type DynamicServices,
   DeadlineExceededError,
   SessionNotFoundError,
   SessionReferenceError,
@@ -464,17 +465,21 @@ describe("proxies", () => {
 
   test("services() proxies endpoints without an agent; lookups are then positional", async () => {
     const services = client.services();
-    const created = (await services.agents.create(undefined, undefined, "via proxy")) as WireMap;
-    assert.equal(created["title"], "via proxy");
+    const created = await services.agents.create(undefined, undefined, "via proxy");
+    assert.equal(created.title, "via proxy");
     assert.equal(await services.diagnostics.echoRaw("raw"), "raw");
-    assert.equal(await services.diagnostics.echo(created["agentId"], "by id"), "by id");
+    assert.equal(await services.diagnostics.echo(created.agentId, "by id"), "by id");
   });
 
   test("surplus arguments and unknown endpoints fail locally", async () => {
-    const diagnostics = client.agent(agent).diagnostics;
-    await assert.rejects(diagnostics.sleep(1, "label", "surplus", {}), ArgumentsInvalidError);
-    await assert.rejects(diagnostics.sleep(1, "label", 3), ArgumentsInvalidError);
-    await assert.rejects(client.agent(agent).nope.nothing(), UnknownEndpointError);
+    // Untyped (DynamicServices): the typed default would not compile these calls at all.
+    const untyped = client.agent<DynamicServices>(agent);
+    await assert.rejects(
+      untyped.diagnostics.sleep(1, "label", "surplus", {}),
+      ArgumentsInvalidError,
+    );
+    await assert.rejects(untyped.diagnostics.sleep(1, "label", 3), ArgumentsInvalidError);
+    await assert.rejects(untyped.nope.nothing(), UnknownEndpointError);
   });
 
   test("concurrent first proxy calls share one system/describe", async () => {
