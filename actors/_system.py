@@ -152,7 +152,11 @@ class ActorSystem:
             with trio.CancelScope(shield=True):
                 await close()
         except Exception:
-            log.exception("closing the passivated state of agent %s failed", agent_id)
+            log.exception(
+                "closing the passivated state of agent %s failed",
+                agent_id,
+                extra={"agent_id": agent_id},
+            )
         finally:
             if self._passivating.get(agent_id) is done:
                 del self._passivating[agent_id]

@@ -5,20 +5,23 @@ from __future__ import annotations
 
 import argparse
 import functools
-import sys
 from collections.abc import Sequence
 from typing import Any
 
-import trio
-
+from actors.cli._addresses import bind_failure
+from actors.cli._errors import EXIT_CALL_FAILED, CliError, leaves
 from actors.cli._security import exposure_problem
-from wire import IO_THREAD_POLICIES, use_io_thread_policy
 
-__all__ = ["add_cluster_command", "add_cluster_serve_options", "run_supervisor"]
+__all__ = [
+    "IO_THREAD_POLICIES",
+    "add_cluster_command",
+    "add_cluster_serve_options",
+    "run_supervisor",
+]
 
-#: Exit statuses, as ``actors.cli._main``'s.
-EXIT_CALL_FAILED = 1
-EXIT_USAGE = 2
+#: ``wire.IO_THREAD_POLICIES``, spelled out so that ``--help`` need not import ``wire`` (a test
+#: keeps the two equal).
+IO_THREAD_POLICIES = ("normal", "batch")
 
 
 def add_cluster_serve_options(serve_cmd: argparse.ArgumentParser) -> None:
@@ -125,6 +128,8 @@ def add_cluster_command(commands: Any) -> None:
 
 
 def _run_evict_host(args: argparse.Namespace) -> int:
+    import trio
+
     from actors.cluster._coordinator import CoordinatorError
     from actors.cluster._storage import evict_host
 
@@ -133,11 +138,9 @@ def _run_evict_host(args: argparse.Namespace) -> int:
             functools.partial(evict_host, args.coordinator, args.host, force=args.force)
         )
     except ValueError as exc:
-        print(f"agent-actors: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        raise CliError(str(exc)) from None
     except CoordinatorError as exc:
-        print(f"agent-actors: evict-host {args.host}: {exc}", file=sys.stderr)
-        return EXIT_CALL_FAILED
+        raise CliError(f"evict-host {args.host}: {exc}", status=EXIT_CALL_FAILED) from None
     print(
         f"evicted host {eviction.host}: {len(eviction.evicted)} shard binding(s) deleted"
         + (f" ({', '.join(map(str, eviction.evicted))})" if eviction.evicted else "")
@@ -156,15 +159,17 @@ def run_supervisor(
     args: argparse.Namespace, config: Any, ready: Any, endpoints: Sequence[str]
 ) -> int:
     """``serve --workers N``: the supervisor of ``actors.cluster``."""
+    import trio
+    import zmq
+
     from actors.cluster._coordinator import CoordinatorError
     from actors.cluster._supervisor import ClusterOptions, supervise
+    from wire import use_io_thread_policy
 
     if args.workers < 1 or args.shards < 1:
-        print("agent-actors: --workers and --shards must be positive", file=sys.stderr)
-        return EXIT_USAGE
+        raise CliError("--workers and --shards must be positive")
     if not args.lease_ttl > 0:  # also NaN
-        print(f"agent-actors: --lease-ttl must be positive, got {args.lease_ttl}", file=sys.stderr)
-        return EXIT_USAGE
+        raise CliError(f"--lease-ttl must be positive, got {args.lease_ttl}")
     passed: list[str] = []
     for flag, value in (("--config", args.config), ("--sessions", args.sessions)):
         if value is not None:
@@ -175,12 +180,10 @@ def run_supervisor(
         passed.append("--writable")
     passed += ["--io-threads", args.io_threads]
     if args.coordinator is not None and not args.coordinator.startswith("etcd://"):
-        print("agent-actors: --coordinator must be an etcd://host:port URL", file=sys.stderr)
-        return EXIT_USAGE
+        raise CliError("--coordinator must be an etcd://host:port URL")
     placement = _placement(args, config)
     if isinstance(placement, str):
-        print(f"agent-actors: {placement}", file=sys.stderr)
-        return EXIT_USAGE
+        raise CliError(placement)
     options = ClusterOptions(
         workers=args.workers,
         shard_count=args.shards,
@@ -199,26 +202,23 @@ def run_supervisor(
                 options,
                 limits=config.wire,
                 on_ready=ready,
+                metrics=getattr(args, "metrics_at", None),
             )
         )
-    except OSError as exc:  # zmq.ZMQError is an OSError
-        print(f"agent-actors: cannot serve: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except BaseExceptionGroup as group:
-        # etcd unreachable, or its cluster has another shard count (raised inside a nursery).
-        matched, rest = group.split(CoordinatorError)
-        if matched is None or rest is not None:
-            raise
-        first: BaseException = matched
-        while isinstance(first, BaseExceptionGroup):
-            first = first.exceptions[0]
-        print(f"agent-actors: coordinator {args.coordinator}: {first}", file=sys.stderr)
-        return EXIT_USAGE
-    except trio.TooSlowError:
-        print(
-            f"agent-actors: the {args.workers} worker(s) did not all start and claim their "
-            f"shards within {options.start_timeout:g} s (see their messages above)",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+    except BaseException as exc:
+        # etcd unreachable, or its cluster has another shard count, or a front endpoint could
+        # not be bound (raised inside a nursery: look inside the groups).
+        for leaf in leaves(exc):
+            if isinstance(leaf, trio.TooSlowError):
+                raise CliError(
+                    f"the {args.workers} worker(s) did not all start and claim their shards "
+                    f"within {options.start_timeout:g} s (see their messages above)"
+                ) from None
+            if isinstance(leaf, CoordinatorError):
+                raise CliError(f"coordinator {args.coordinator}: {leaf}") from None
+            if isinstance(leaf, zmq.ZMQError):
+                raise bind_failure(leaf, endpoints) from None
+            if isinstance(leaf, OSError):
+                raise CliError(f"cannot serve: {leaf}") from None
+        raise
     return 0

@@ -1,62 +1,87 @@
-"""The ``agent-actors`` command (also ``python -m actors``).
+"""The ``agent-actors`` command (also ``python -m actors``): its parser, its global options, and
+how a subcommand's failure is reported.
 
-``serve``   run a server until SIGINT/SIGTERM.
-``index``   build or refresh the projection cache of an existing DSH sessions directory.
+``serve``   run a server until SIGINT/SIGTERM (``_serving``).
+``index``   build or refresh the projection cache of a DSH sessions directory (``_index``).
+``sessions import``  copy loose DSH session logs into a data directory (``_import``).
 ``call``    one call, httpie style: ``key=text`` passes a string, ``key:=json`` any JSON value;
-            prints the JSON result on stdout, or ``code: message`` on stderr and exits 1.
+            prints the JSON result on stdout, or ``code: message`` on stderr and exits 1
+            (``_call``).
+``schema``  the declarations of every endpoint: TypeScript, JSON Schema or Markdown
+            (``_schema``).
 ``demo``    start a server process on a temporary ipc endpoint and walk through a few calls.
-``keys``    generate a CURVE key pair (``serve --curve``, ``call --key``: ``actors.cli._security``).
+``keys``    generate a CURVE key pair (``serve --curve``, ``call --key``: ``_security``).
 ``cluster`` operate a multi-host cluster (``serve --workers``, ``cluster evict-host``:
-            ``actors.cli._cluster``).
+            ``_cluster``).
+
+Global options, before or after the subcommand: ``--version``, ``-v``/``-q``,
+``--log-level`` and ``--log-format text|json`` (``_logging``).
+
+A subcommand is a function in :data:`COMMANDS` that adds its parser to the subparsers and sets
+``run``: a function of the parsed arguments that returns the exit status and raises
+:class:`~actors.cli._errors.CliError` for a failure it can name. Keep its heavy imports inside
+``run``: ``--help`` imports every module that registers a subcommand.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
-import json
+import os
 import sys
-import tempfile
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
 
-import attrs
-import platformdirs
-import trio
+from actors.cli._call import add_call_command
+from actors.cli._cluster import add_cluster_command
+from actors.cli._errors import (
+    EXIT_CALL_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    CliError,
+    leaves,
+    report,
+    report_unexpected,
+)
+from actors.cli._import import add_sessions_command
+from actors.cli._index import add_index_command
+from actors.cli._logging import add_logging_options, logging_to_stderr, wants_json
+from actors.cli._schema import add_schema_command
+from actors.cli._security import add_keys_command
+from actors.cli._serving import add_serve_command
 
-from actors._config import ConfigError, load_config
-from actors._keys import KeyFileError, client_security
-from actors._serve import READY_LINE, serve
-from actors._store_services import CACHE_NAME
-from actors.cli._cluster import add_cluster_command, add_cluster_serve_options, run_supervisor
-from actors.cli._security import (
-    add_call_options,
+__all__ = ["COMMANDS", "console_main", "main", "version_text"]
+
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _add_demo_command(commands: Subcommands) -> None:
+    demo_cmd = commands.add_parser("demo", help="walk through a few calls against a new server")
+    demo_cmd.set_defaults(run=_run_demo)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    import trio
+
+    from actors.cli._demo import run_demo
+
+    return trio.run(run_demo)
+
+
+#: The subcommands, in the order ``--help`` lists them.
+COMMANDS: tuple[Callable[[Subcommands], None], ...] = (
+    add_serve_command,
+    add_index_command,
+    add_sessions_command,
+    add_call_command,
+    add_schema_command,
     add_keys_command,
-    add_serve_options,
-    exposure_problem,
-    serve_security,
+    add_cluster_command,
+    _add_demo_command,
 )
-from actors.store import (
-    IndexingError,
-    ProgressBar,
-    ProjectionCache,
-    ProjectionCacheError,
-    index_sessions,
-    render_summary,
-)
-from wire import WireError, open_client
-
-__all__ = ["main"]
-
-DEFAULT_ENDPOINT = "tcp://127.0.0.1:7555"
-
-#: Exit statuses of ``call``.
-EXIT_CALL_FAILED = 1
-EXIT_USAGE = 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
     # argparse cannot take positionals after an option (`call E M --agent A key=v`); the
@@ -66,230 +91,86 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:
         args.items = [*args.items, *extra]
     if args.command is None:
-        parser.print_help()
+        parser.print_help(sys.stderr)
         return EXIT_USAGE
-    result: int = args.run(args)
-    return result
+    as_json = wants_json(args)
+    with logging_to_stderr(args):
+        try:
+            return int(args.run(args))
+        except CliError as exc:
+            return report(exc, as_json=as_json)
+        except BrokenPipeError:
+            # stdout went away (`… | head`): nothing more can be said there, and the
+            # interpreter's final flush must not fail again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_CALL_FAILED
+        except BaseException as exc:
+            if isinstance(exc, SystemExit):
+                raise
+            if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves(exc)):
+                return EXIT_INTERRUPTED
+            return report_unexpected(exc, as_json=as_json)
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agent-actors", description="Actor-based remote object service for agent runtimes."
     )
-    commands = parser.add_subparsers(dest="command")
-
-    serve_cmd = commands.add_parser("serve", help="run a server until SIGINT or SIGTERM")
-    serve_cmd.add_argument(
-        "--endpoint",
-        action="append",
-        help=f"ZeroMQ endpoint to bind (repeatable; default {DEFAULT_ENDPOINT})",
+    parser.add_argument(
+        "--version", action=_Version, help="print the version (and protocol, Python, ZeroMQ)"
     )
-    serve_cmd.add_argument(
-        "--data",
-        type=Path,
-        default=Path(platformdirs.user_data_dir("agent-actors")),
-        help="data directory (default: under the XDG data home)",
-    )
-    serve_cmd.add_argument("--config", type=Path, help="TOML configuration file")
-    serve_cmd.add_argument(
-        "--sessions", type=Path, help="an existing DSH sessions directory to serve as well"
-    )
-    serve_cmd.add_argument(
-        "--writable",
-        action="store_true",
-        help="allow writes to --sessions (read-only otherwise); new sessions then go there",
-    )
-    serve_cmd.add_argument(
-        "--durability",
-        choices=("fsync", "flush", "write-behind"),
-        help="when an append is acknowledged (default: [sessions] durability, or fsync)",
-    )
-    add_serve_options(serve_cmd)
-    add_cluster_serve_options(serve_cmd)
-    serve_cmd.set_defaults(run=_run_serve)
-
-    index_cmd = commands.add_parser(
-        "index", help="build or refresh the projection cache of a DSH sessions directory"
-    )
-    index_cmd.add_argument("--sessions", type=Path, required=True, help="DSH sessions directory")
-    index_cmd.add_argument(
-        "--data",
-        type=Path,
-        default=Path(platformdirs.user_data_dir("agent-actors")),
-        help="data directory holding the cache (default: under the XDG data home)",
-    )
-    index_cmd.set_defaults(run=_run_index)
-
-    call_cmd = commands.add_parser("call", help="make one call and print its JSON result")
-    call_cmd.add_argument("endpoint", help="server endpoint, e.g. tcp://127.0.0.1:7555")
-    call_cmd.add_argument("method", help="NAMESPACE/METHOD")
-    call_cmd.add_argument("items", nargs="*", help="key=text or key:=json arguments")
-    call_cmd.add_argument("--agent", help="agent (session) id, sent as agentId")
-    call_cmd.add_argument(
-        "--timeout", type=float, default=30.0, help="deadline in seconds (default 30)"
-    )
-    add_call_options(call_cmd)
-    call_cmd.set_defaults(run=_run_call)
-    add_keys_command(commands)
-    add_cluster_command(commands)
-
-    demo_cmd = commands.add_parser("demo", help="walk through a few calls against a new server")
-    demo_cmd.set_defaults(run=_run_demo)
+    add_logging_options(parser, top_level=True)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add_command in COMMANDS:
+        add_command(commands)
+    _add_logging_options_everywhere(parser)
     return parser
 
 
-def _run_serve(args: argparse.Namespace) -> int:
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        print(f"agent-actors: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    if args.durability is not None:
-        config = attrs.evolve(config, durability=args.durability)
-    if args.writable and args.sessions is None:
-        print("agent-actors: --writable needs --sessions", file=sys.stderr)
-        return EXIT_USAGE
-
-    endpoints = args.endpoint or [DEFAULT_ENDPOINT]
-    problem = exposure_problem(endpoints, curve=args.curve is not None, insecure=args.insecure)
-    if problem is not None:
-        print(f"agent-actors: {problem}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        security = serve_security(args)
-    except KeyFileError as exc:
-        print(f"agent-actors: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-
-    def ready(addresses: list[str]) -> None:
-        print(f"{READY_LINE} {' '.join(addresses)}", flush=True)
-
-    if args.coordinator is not None and not args.workers:
-        print("agent-actors: --coordinator needs --workers", file=sys.stderr)
-        return EXIT_USAGE
-    unwritable = _unwritable(args.data)
-    if unwritable is not None:
-        print(f"agent-actors: cannot serve: {unwritable}", file=sys.stderr)
-        return EXIT_USAGE
-    if args.workers:
-        return run_supervisor(args, config, ready, args.endpoint or [DEFAULT_ENDPOINT])
-    try:
-        trio.run(
-            functools.partial(
-                serve,
-                endpoints,
-                config,
-                args.data,
-                sessions_dir=args.sessions,
-                writable=args.writable,
-                on_ready=ready,
-                security=security,
-            )
-        )
-    except (OSError, ProjectionCacheError) as exc:  # zmq.ZMQError is an OSError
-        print(f"agent-actors: cannot serve: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    return 0
+def _add_logging_options_everywhere(parser: argparse.ArgumentParser) -> None:
+    """Let every subcommand, at any depth, take the logging options after its name too."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for subparser in action.choices.values():
+                add_logging_options(subparser, top_level=False)
+                _add_logging_options_everywhere(subparser)
 
 
-def _unwritable(data_dir: Path) -> str | None:
-    """Why the server could not write in ``data_dir`` (``None``: it can). Every write path
-    (sessions, locks, the cache, worker sockets) lives there: a server that printed its ready
-    line and then failed every write would send its users far from the cause."""
-    try:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=data_dir, prefix=".writable-", delete=True)
-        probe.close()
-    except OSError as exc:
-        return f"data directory {data_dir} is not writable: {exc.strerror or exc}"
-    return None
+def version_text() -> str:
+    """``agent-actors X.Y.Z`` and, on a second line, what it runs on."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
 
+    import zmq
 
-def _run_index(args: argparse.Namespace) -> int:
-    try:
-        args.data.mkdir(parents=True, exist_ok=True)
-        cache = ProjectionCache.open(args.data / CACHE_NAME)
-    except (OSError, ProjectionCacheError) as exc:
-        print(f"agent-actors: cannot open the cache: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        summary = index_sessions(args.sessions, cache, progress=ProgressBar())
-    except (OSError, IndexingError, ProjectionCacheError) as exc:
-        print(f"agent-actors: cannot index {args.sessions}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    finally:
-        cache.close()
-    print(render_summary(summary))
-    return 0
-
-
-def parse_items(items: Sequence[str]) -> dict[str, Any]:
-    """httpie's convention: ``key=text`` is a string, ``key:=json`` any JSON value.
-
-    Raises:
-        ValueError: an item has neither form, or its JSON does not parse.
-    """
-    out: dict[str, Any] = {}
-    for item in items:
-        json_key, json_sep, json_value = item.partition(":=")
-        text_key, text_sep, text_value = item.partition("=")
-        if json_sep and len(json_key) < len(text_key):
-            try:
-                out[json_key] = json.loads(json_value)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{item!r}: invalid JSON: {exc}") from None
-        elif text_sep and text_key:
-            out[text_key] = text_value
-        else:
-            raise ValueError(f"{item!r}: expected key=text or key:=json")
-    return out
-
-
-def _run_call(args: argparse.Namespace) -> int:
-    try:
-        wire_args = parse_items(args.items)
-    except ValueError as exc:
-        print(f"agent-actors: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    if args.agent is not None:
-        wire_args["agentId"] = args.agent
-    try:
-        security = client_security(args.server_key, args.key)
-    except KeyFileError as exc:
-        print(f"agent-actors: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-
-    async def call() -> Any:
-        with trio.fail_after(args.timeout):
-            async with open_client(
-                args.endpoint, name="agent-actors call", security=security
-            ) as client:
-                return await client.call(args.method, wire_args)
+    from wire import PROTOCOL_VERSION
 
     try:
-        result = trio.run(call)
-    except WireError as exc:
-        print(f"{exc.code.value}: {exc.message}", file=sys.stderr)
-        if exc.details:
-            print(json.dumps(dict(exc.details), default=str), file=sys.stderr)
-        return EXIT_CALL_FAILED
-    except trio.TooSlowError:
-        print(f"deadline-exceeded: no reply within {args.timeout:g} s", file=sys.stderr)
-        return EXIT_CALL_FAILED
-    print(json.dumps(result, ensure_ascii=False, indent=2, default=_json_default))
-    return 0
+        ours = version("agent-actors")
+    except PackageNotFoundError:
+        ours = "(not installed)"
+    return (
+        f"agent-actors {ours}\nprotocol v{PROTOCOL_VERSION}, Python "
+        f"{platform.python_version()}, pyzmq {zmq.pyzmq_version()}, libzmq {zmq.zmq_version()}"
+    )
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    raise TypeError(f"cannot print a {type(value).__name__}")
+class _Version(argparse.Action):
+    """``--version``: the text is built only when asked for (it imports ZeroMQ)."""
 
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        kwargs.setdefault("default", argparse.SUPPRESS)
+        super().__init__(option_strings, dest=argparse.SUPPRESS, nargs=0, **kwargs)
 
-def _run_demo(args: argparse.Namespace) -> int:
-    from actors.cli._demo import run_demo
-
-    return trio.run(run_demo)
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        print(version_text())
+        parser.exit()
 
 
 def console_main() -> None:

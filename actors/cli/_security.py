@@ -11,22 +11,18 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import platformdirs
+from actors.cli._errors import CliError
 
-from actors._keys import (
-    ENV_CLIENT_KEY,
-    ENV_SERVER_KEY,
-    KeyFileError,
-    generate_key_files,
-    server_security,
-)
-from wire._security import ServerSecurity, is_loopback
+if TYPE_CHECKING:
+    from wire._security import ServerSecurity
 
 __all__ = [
+    "ENV_CLIENT_KEY",
+    "ENV_SERVER_KEY",
     "add_call_options",
     "add_keys_command",
     "add_serve_options",
@@ -34,7 +30,11 @@ __all__ = [
     "serve_security",
 ]
 
-EXIT_USAGE = 2
+
+#: ``actors._keys``' environment variables, spelled out so that ``--help`` need not import the
+#: key handling (and ``wire``); a test keeps them equal.
+ENV_SERVER_KEY = "AGENT_ACTORS_SERVER_KEY"
+ENV_CLIENT_KEY = "AGENT_ACTORS_CLIENT_KEY"
 
 
 def add_serve_options(serve_cmd: argparse.ArgumentParser) -> None:
@@ -80,18 +80,22 @@ def add_keys_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     keys_cmd.add_argument(
         "--dir",
         type=Path,
-        default=Path(platformdirs.user_config_dir("agent-actors")) / "keys",
         help="directory for the files (default: under the XDG config home)",
     )
     keys_cmd.set_defaults(run=_run_keys)
 
 
 def _run_keys(args: argparse.Namespace) -> int:
+    import platformdirs
+
+    from actors._keys import KeyFileError, generate_key_files
+
+    if args.dir is None:
+        args.dir = Path(platformdirs.user_config_dir("agent-actors")) / "keys"
     try:
         secret_path, public_path = generate_key_files(args.dir, args.name)
     except (OSError, KeyFileError) as exc:
-        print(f"agent-actors: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        raise CliError(str(exc)) from None
     public = public_path.read_text(encoding="utf-8").split('"')[-2]
     print(f"key pair:   {secret_path}  (keep secret)")
     print(f"public key: {public_path}")
@@ -107,6 +111,8 @@ def exposure_problem(endpoints: Sequence[str], *, curve: bool, insecure: bool) -
     """
     if curve or insecure:
         return None
+    from wire._security import is_loopback
+
     exposed = [endpoint for endpoint in endpoints if not is_loopback(endpoint)]
     if not exposed:
         return None
@@ -123,6 +129,8 @@ def serve_security(args: argparse.Namespace) -> ServerSecurity | None:
     Raises:
         KeyFileError: a key file or the allowlist is unusable, or ``--clients`` is missing.
     """
+    from actors._keys import KeyFileError, server_security
+
     if args.curve is None:
         if args.clients is not None:
             raise KeyFileError("--clients needs --curve")

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from actors.cli._call import parse_items
 from actors.cli._demo import start_server_process
-from actors.cli._main import parse_items
 from wire import CallCancelledError, CancelReason, open_client
 
 
