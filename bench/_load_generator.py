@@ -1,10 +1,12 @@
 """The parent side of the load generator: start the processes, say go, watch the server.
 
-A phase is a list of :class:`~bench._load_jobs.Job` values, one per load-generator process.
-:func:`run_phase` starts them all, waits until every one has connected and warmed up, gives
-them one common start time, samples the server's CPU time at the start and the end of the
-window and its peak RSS over it, then collects and merges what the processes measured. Every
-wait is bounded, and every process is killed in a ``finally`` if it has not exited by then.
+A phase is a list of :class:`~bench._load_jobs.Job` values, one per load-generator process
+(``python -m bench._load_worker``, or the TypeScript client's driver for its stack: see
+:mod:`bench._load_typescript`). :func:`run_phase` starts them all, waits until every one has
+connected and warmed up, gives them one common start time, samples the server's CPU time at the
+start and the end of the window and its peak RSS over it, then collects and merges what the
+processes measured. Every wait is bounded, and every process is killed in a ``finally`` if it
+has not exited by then.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 import psutil
 
+from bench import _load_typescript as typescript
 from bench._common import BenchError
 from bench._load_jobs import READY, RESULT_PREFIX, Job
 from bench._load_stats import decode_sum, summarize
@@ -97,6 +100,24 @@ def split_concurrency(in_flight: int, processes: int) -> list[int]:
     return [share + (1 if i < extra else 0) for i in range(used)]
 
 
+def _worker_argv(job: Job) -> list[str]:
+    """A load process for ``job``: the TypeScript client's driver for its stack, else Python."""
+    if job.stack == typescript.STACK:
+        return typescript.worker_argv(job)
+    return [sys.executable, "-m", "bench._load_worker", job.to_json()]
+
+
+def _result_of(job: Job, result: dict[str, Any]) -> dict[str, Any]:
+    """A process's result in the one form :func:`merge` reads (the TypeScript driver sends
+    raw samples, not histograms)."""
+    if job.stack != typescript.STACK:
+        return result
+    try:
+        return typescript.samples_json(result)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BenchError(f"a TypeScript load process sent a malformed result: {exc}") from None
+
+
 def _env() -> dict[str, str]:
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
@@ -146,7 +167,7 @@ def run_phase(
                 out, err = Path(tmp) / f"{i}.out", Path(tmp) / f"{i}.err"
                 with out.open("wb") as out_file, err.open("wb") as err_file:
                     process = subprocess.Popen(
-                        [sys.executable, "-m", "bench._load_worker", job.to_json()],
+                        _worker_argv(job),
                         stdin=subprocess.PIPE,
                         stdout=out_file,
                         stderr=err_file,
@@ -173,7 +194,10 @@ def run_phase(
             cpu_end = monitor.cpu_seconds() if monitor else None
             busy = _machine_busy_seconds() - busy_start
             peak = monitor.peak_rss_bytes() if monitor else None
-            results = [_collect(p, out, err, duration) for p, out, err in processes]
+            results = [
+                _result_of(job, _collect(p, out, err, duration))
+                for job, (p, out, err) in zip(jobs, processes, strict=True)
+            ]
         finally:
             for process, _, _ in processes:
                 if process.poll() is None:

@@ -51,10 +51,11 @@ def plot_report(report: Mapping[str, Any], directory: Path, stem: str = "load") 
         )
         paths.append(path)
     cdfs = {}
-    cancel = report.get("cancel") or {}
-    for key, label in (("idle", "cancel, idle"), ("underLoad", "cancel, under echo load")):
-        if cancel.get(key) and cancel[key]["latency"]["count"]:
-            cdfs[label] = cancel[key]["latency"]["cdf"]
+    for section, client in (("cancel", ""), ("cancelTypescript", " (TypeScript client)")):
+        cancel = report.get(section) or {}
+        for key, label in (("idle", "cancel, idle"), ("underLoad", "cancel, under echo load")):
+            if cancel.get(key) and cancel[key]["latency"]["count"]:
+                cdfs[f"{label}{client}"] = cancel[key]["latency"]["cdf"]
     for key, label in (("keystroke", "stand-in"), ("keystrokeReferences", "references")):
         series = (report.get(key) or {}).get("series", {}).get("supersedeToTerminal")
         if series and series["count"]:

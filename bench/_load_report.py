@@ -19,6 +19,7 @@ __all__ = [
     "evaluate_targets",
     "phase_at",
     "render_tables",
+    "typescript_ratios",
 ]
 
 #: Echo payloads: report key and size.
@@ -30,8 +31,12 @@ _TRANSPORTS = {"tcp": "tcp loopback (127.0.0.1)", "ipc": "ipc (a local socket fi
 #: How superseded calls ended (``superseded:WHEN`` counters): cancelled before their handler
 #: ran, while it ran, or after it had finished (the result crossed the cancel).
 SUPERSEDED_WHEN = ("before", "during", "after")
-#: agent-actors' echo stacks: ``def`` handler (the ratios and targets), ``async def`` beside it.
-OUR_STACKS = ("ours", "oursAsync")
+#: agent-actors' echo stacks: ``def`` handler (the ratios and targets), ``async def`` beside it,
+#: and the TypeScript client against the ``def`` handler.
+OUR_STACKS = ("ours", "oursAsync", "typescript")
+#: What the TypeScript client's calls/s are divided by: the Python client on the same handler,
+#: and the raw pyzmq+msgpack ceiling.
+TYPESCRIPT_VERSUS = ("ours", "raw")
 #: "cancel p99 at most 1 ms".
 CANCEL_P99_LIMIT_MS = 1.0
 
@@ -58,6 +63,32 @@ def echo_ratios(echo: Mapping[str, Any]) -> dict[str, dict[str, dict[str, float 
                 value = mine["callsPerSecond"] / theirs if mine and theirs else None
                 row[str(phase["inFlight"])] = None if value is None else round(value, 4)
             ratios[payload][peer] = row
+    return ratios
+
+
+def typescript_ratios(echo: Mapping[str, Any]) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Per payload, per stack of :data:`TYPESCRIPT_VERSUS`, per in-flight level: the TypeScript
+    client's calls/s over that stack's (empty where the TypeScript client was not measured)."""
+    ratios: dict[str, dict[str, dict[str, float | None]]] = {}
+    for payload, data in echo.items():
+        stacks = data["stacks"]
+        mine = stacks.get("typescript", [])
+        ratios[payload] = {}
+        if not mine:
+            continue
+        for other in TYPESCRIPT_VERSUS:
+            if other not in stacks:
+                continue
+            row: dict[str, float | None] = {}
+            for phase in mine:
+                theirs = phase_at(stacks[other], phase["inFlight"])
+                value = (
+                    phase["callsPerSecond"] / theirs["callsPerSecond"]
+                    if theirs and theirs["callsPerSecond"]
+                    else None
+                )
+                row[str(phase["inFlight"])] = None if value is None else round(value, 4)
+            ratios[payload][other] = row
     return ratios
 
 
@@ -209,9 +240,18 @@ def _echo_tables(report: Mapping[str, Any], payload: str) -> str:
                 [labels[name], *(format_ratio(ratios[name].get(str(n))) for n in levels)]
             )
     title = f"echo, {PAYLOADS[payload]:,} B payload"
-    tables = [format_table(rows), format_table(ratio_rows), format_table(detail)]
-    if len(ratio_rows) == 1:
-        del tables[1]
+    tables = [format_table(rows)]
+    if len(ratio_rows) > 1:
+        tables.append(format_table(ratio_rows))
+    versus = (report.get("typescriptRatios") or {}).get(payload) or {}
+    if versus:
+        ts_rows = [["TypeScript client / stack by calls in flight", *(str(n) for n in levels)]]
+        for name, row in versus.items():
+            ts_rows.append(
+                [labels.get(name, name), *(format_ratio(row.get(str(n))) for n in levels)]
+            )
+        tables.append(format_table(ts_rows))
+    tables.append(format_table(detail))
     return f"{title}\n" + "\n\n".join(tables)
 
 
@@ -278,21 +318,26 @@ def _prepare_table(report: Mapping[str, Any]) -> str:
     return f"{format_table(rows)}\n{about}"
 
 
+#: The report's cancel-probe sections and how their rows are named.
+CANCEL_SECTIONS = (("cancel", ""), ("cancelTypescript", "TypeScript client, "))
+
+
 def _cancel_table(report: Mapping[str, Any]) -> str:
-    cancel = report.get("cancel") or {}
     rows = [["cancel-to-quiescence", "samples", "p50 us", "p90 us", "p99 us", "p99.9 us", "max us"]]
-    for key, label in (("idle", "idle server"), ("underLoad", "under echo load")):
-        phase = cancel.get(key)
-        if not phase:
-            continue
-        lat = phase["latency"]
-        rows.append(
-            [
-                f"{label}{phase.get('loadNote', '')}",
-                str(lat["count"]),
-                *(_us(lat[k]) for k in ("p50Us", "p90Us", "p99Us", "p999Us", "maxUs")),
-            ]
-        )
+    for section, client in CANCEL_SECTIONS:
+        cancel = report.get(section) or {}
+        for key, label in (("idle", "idle server"), ("underLoad", "under echo load")):
+            phase = cancel.get(key)
+            if not phase:
+                continue
+            lat = phase["latency"]
+            rows.append(
+                [
+                    f"{client}{label}{phase.get('loadNote', '')}",
+                    str(lat["count"]),
+                    *(_us(lat[k]) for k in ("p50Us", "p90Us", "p99Us", "p999Us", "maxUs")),
+                ]
+            )
     return format_table(rows) if len(rows) > 1 else ""
 
 

@@ -1,8 +1,9 @@
 """The phases of a load benchmark run, stack by stack, written into the report as they end.
 
 agent-actors gets every workload (echo at each level, cancel probes, keystroke completion with
-the stand-in and with the reference endpoints, prepare); each peer gets the echo workload. Echo
-phases that other programs disturbed are run again (see :func:`_undisturbed_phase`).
+the stand-in and with the reference endpoints, prepare); its TypeScript client gets echo and the
+cancel probes against a server of its own; each peer gets the echo workload. Echo phases that
+other programs disturbed are run again (see :func:`_undisturbed_phase`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import attrs
 import trio
 
 from actors._serve import READY_LINE
+from bench import _load_typescript as typescript
 from bench._common import BenchError, progress, server_process
 from bench._load_generator import ServerMonitor, find_child, run_phase, split_concurrency
 from bench._load_jobs import Job, require_loopback
@@ -26,7 +28,7 @@ from bench._load_settings import ROOT, LoadSettings
 from bench._load_workloads import REAL_COMPLETION, missing_endpoints
 from bench.peers import READY_PREFIX
 
-__all__ = ["run_ours", "run_peer"]
+__all__ = ["run_ours", "run_peer", "run_typescript"]
 
 
 def _address(settings: LoadSettings, tmp: str, name: str) -> str:
@@ -37,12 +39,13 @@ def _address(settings: LoadSettings, tmp: str, name: str) -> str:
 #: ``def`` handler (the peers' echo handlers are plain functions too; gRPC aio's is a
 #: coroutine), and ``oursAsync`` is reported beside it.
 ECHO_CALLS = {"ours": "diagnostics/echoSync", "oursAsync": "diagnostics/echo"}
+_ECHO_CALL_OF = {**ECHO_CALLS, typescript.STACK: typescript.ECHO_CALL}
 
 
 def _echo_jobs(
     stack: str, address: str, settings: LoadSettings, level: int, payload: int, agents: list[str]
 ) -> list[Job]:
-    calls = (ECHO_CALLS[stack],) if stack in ECHO_CALLS else ("diagnostics/echo",)
+    calls = (_ECHO_CALL_OF.get(stack, "diagnostics/echo"),)
     return [
         Job(
             stack=stack,
@@ -159,7 +162,7 @@ def run_ours(report: dict[str, Any], settings: LoadSettings, tmp: str) -> None:
             key_interval=settings.key_interval,
             handler_seconds=settings.handler_seconds,
         )
-        _run_cancel(report, settings, base, monitor, agents)
+        _run_cancel(report, settings, base, monitor, agents, key="cancel")
         _run_keystroke(
             report, settings, base, monitor, served, calls=settings.completion, key="keystroke"
         )
@@ -281,18 +284,25 @@ def _run_cancel(
     base: Job,
     monitor: ServerMonitor,
     agents: list[str],
+    *,
+    key: str,
 ) -> None:
+    """Cancel probes from ``base.stack``'s client, idle and beside its own echo load, written
+    to ``report[key]``."""
+    stack = base.stack
     probe = attrs.evolve(base, workload="cancel-probe", duration=settings.cancel_duration)
-    progress(f"ours: cancel-to-quiescence probes on an idle server, {settings.cancel_duration} s")
+    progress(
+        f"{stack}: cancel-to-quiescence probes on an idle server, {settings.cancel_duration} s"
+    )
     idle = run_phase([attrs.evolve(probe, probe_settle=0.005)], monitor)
     level = settings.target_in_flight
-    progress(f"ours: cancel probes beside echo 64 B at {level} in flight")
+    progress(f"{stack}: cancel probes beside echo 64 B at {level} in flight")
     # The probe's sleep must be past the queue of echo calls before it is cancelled.
-    load = _echo_jobs("ours", base.address, settings, level, 64, agents)
+    load = _echo_jobs(stack, base.address, settings, level, 64, agents)
     load = [attrs.evolve(j, duration=settings.cancel_duration) for j in load]
     loaded_probe = attrs.evolve(probe, worker=len(load), probe_settle=0.05)
     loaded = run_phase([*load, loaded_probe], monitor)
-    report["cancel"] = {
+    report[key] = {
         "idle": _cancel_entry(idle, 0.005, ""),
         "underLoad": _cancel_entry(loaded, 0.05, f" (echo 64 B, {level} in flight)")
         | {"echoCallsPerSecond": loaded["callsPerSecond"]},
@@ -307,6 +317,28 @@ def _cancel_entry(phase: dict[str, Any], settle: float, note: str) -> dict[str, 
         "cancelledWhileQueued": phase["counters"].get("cancelledWhileQueued", 0),
         "loadNote": note,
     }
+
+
+def run_typescript(report: dict[str, Any], settings: LoadSettings, tmp: str) -> None:
+    """Start ``python -m actors serve`` and run the TypeScript client's workloads against it:
+    echo at each level, then the cancel probes (``report["cancelTypescript"]``)."""
+    stack = typescript.STACK
+    argv = [sys.executable, "-m", "actors", "serve"]
+    argv += ["--endpoint", _address(settings, tmp, stack), "--data", str(Path(tmp) / stack)]
+    progress(f"{stack}: starting `python -m actors serve`")
+    with server_process(argv, ready_prefix=READY_LINE, cwd=ROOT) as addresses:
+        address = require_loopback(addresses[0])
+        monitor = ServerMonitor(find_child(argv))
+        agents, _ = trio.run(setup_server, address, settings.agents, str(settings.cwd))
+        _run_echo(report, stack, address, monitor, settings, agents)
+        base = Job(
+            stack=stack,
+            address=address,
+            agents=agents,
+            warmup_calls=settings.warmup_calls,
+            seed=settings.seed,
+        )
+        _run_cancel(report, settings, base, monitor, agents, key="cancelTypescript")
 
 
 def run_peer(report: dict[str, Any], settings: LoadSettings, tmp: str, name: str) -> None:

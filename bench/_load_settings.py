@@ -36,6 +36,10 @@ class LoadSettings:
     #: The agents' working directory: what ``fileReferences/list`` completes paths in.
     cwd: Path = ROOT
     peers: tuple[str, ...] = tuple(PEERS)
+    #: Whether the TypeScript client (``clients/typescript``) runs as a stack of its own: echo
+    #: and cancel probes against a server of its own, skipped with the reason when Node.js or
+    #: the client's build is missing.
+    typescript: bool = True
     #: Simulated typists for the keystroke workload, spread over the processes.
     typists: int = 64
     keystroke_duration: float = 6.0

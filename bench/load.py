@@ -2,13 +2,15 @@
 
 ``python -m bench.load [--quick] [--transport tcp|ipc] [--processes N] [--in-flight 1,8,...
 | --per-process M,...] [--agents K] [--duration S] [--peers raw,zerorpc,grpc,rpyc,pyro5]
-[--sessions-from DIR] [--time-limit S] [--out PATH]`` (``--help`` lists every option)
+[--no-typescript] [--sessions-from DIR] [--time-limit S] [--out PATH]`` (``--help`` lists
+every option)
 
-One server at a time (agent-actors, then each peer) runs in its own process on loopback; the
-load comes from N client processes with M calls in flight each, spread over K agents.
-Workloads: echo of 64 B and 64 KiB (every stack), keystroke-rate completion with latest-wins
-cancellation, prepare over real DSH session logs, and cancel-to-quiescence probes, idle and
-under load. ``docs/benchmarks.md`` explains every number.
+One server at a time (agent-actors, then again for its TypeScript client, then each peer) runs
+in its own process on loopback; the load comes from N client processes with M calls in flight
+each, spread over K agents. Workloads: echo of 64 B and 64 KiB (every stack), keystroke-rate
+completion with latest-wins cancellation, prepare over real DSH session logs, and
+cancel-to-quiescence probes, idle and under load (from the Python and the TypeScript client).
+``docs/benchmarks.md`` explains every number.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import attrs
 import trio
 import zmq
 
+from bench import _load_typescript as typescript
 from bench._common import (
     BenchError,
     Stopped,
@@ -48,8 +51,9 @@ from bench._load_report import (
     echo_ratios,
     evaluate_targets,
     render_tables,
+    typescript_ratios,
 )
-from bench._load_runs import run_ours, run_peer
+from bench._load_runs import run_ours, run_peer, run_typescript
 from bench._load_sessions import FIXTURES
 from bench._load_settings import DEFAULT_OUT, LoadSettings
 from bench._load_workloads import CALLS, DEFAULT_COMPLETION
@@ -120,6 +124,8 @@ def run_load(
             for key, size in PAYLOADS.items()
         },
     }
+    if settings.typescript:
+        report["stacks"][typescript.STACK] = typescript.describe()
     for name in settings.peers:
         peer = PEERS[name]
         report["stacks"][name] = {
@@ -136,7 +142,12 @@ def run_load(
                 if "reason" in report["stacks"]["ours"]:
                     stack["reason"] = report["stacks"]["ours"]["reason"]
                 continue
-            reason = None if name == "ours" else PEERS[name].missing()
+            if name == "ours":
+                reason = None
+            elif name == typescript.STACK:
+                reason = typescript.prepare_client()
+            else:
+                reason = PEERS[name].missing()
             if reason:
                 stack |= {"status": "skipped", "reason": reason}
                 progress(f"{name}: skipped: {reason}")
@@ -144,6 +155,8 @@ def run_load(
             try:
                 if name == "ours":
                     run_ours(report, settings, tmp)
+                elif name == typescript.STACK:
+                    run_typescript(report, settings, tmp)
                 else:
                     run_peer(report, settings, tmp, name)
             except (BenchError, WireError, zmq.ZMQError, trio.TooSlowError, OSError) as exc:
@@ -152,6 +165,7 @@ def run_load(
                 continue
             stack["status"] = "measured"
     report["ratios"] = echo_ratios(report["echo"])
+    report["typescriptRatios"] = typescript_ratios(report["echo"])
     report["targets"] = evaluate_targets(report)
     report["allPassed"] = all(t["passed"] for t in report["targets"])
     report["elapsedSeconds"] = round(time.perf_counter() - clock, 3)
@@ -218,6 +232,14 @@ def _parser() -> argparse.ArgumentParser:
         f"directory (default: the real fixtures, {FIXTURES})",
     )
     add("--peers", type=_names, help=f"peers to run, or none (default {','.join(PEERS)})")
+    add(
+        "--typescript",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run the TypeScript client (clients/typescript) as a stack: echo and cancel "
+        "probes; built with npm when dist/ is missing or stale, skipped without Node.js "
+        "(default on)",
+    )
     add("--typists", type=int, help="simulated typists (default 64)")
     add(
         "--completion",
@@ -247,6 +269,7 @@ _FIELDS = (
     "agents",
     "cwd",
     "peers",
+    "typescript",
     "typists",
     "completion",
     "target_in_flight",
@@ -269,8 +292,9 @@ def _settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Load
     unknown = [p for p in changes.get("peers", ()) if p not in PEERS]
     if unknown:
         parser.error(f"unknown peers {', '.join(unknown)} (known: {', '.join(PEERS)})")
-    if any(p not in ("ours", "oursAsync", *PEERS) for p in changes.get("profile", ())):
-        parser.error(f"--profile takes stacks among ours, oursAsync, {', '.join(PEERS)}")
+    stacks = ("ours", "oursAsync", typescript.STACK, *PEERS)
+    if any(p not in stacks for p in changes.get("profile", ())):
+        parser.error(f"--profile takes stacks among {', '.join(stacks)}")
     if changes.get("profile") and py_spy() is None:
         parser.error("--profile needs py-spy (pip install -e '.[bench]')")
     if any(c not in CALLS for c in changes.get("completion", ())):

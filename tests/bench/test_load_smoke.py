@@ -373,6 +373,7 @@ def _quick_run(tmp_path: Path, *extra: str) -> tuple[dict[str, Any], str]:
         if stack["status"] == "skipped":  # a peer that cannot be installed here
             assert name != "ours" and "not installed" in stack["reason"]
             continue
+        # The TypeScript client needs Node.js and npm; without them it is skipped, saying so.
         assert stack["status"] == "measured", (name, stack.get("reason"))
         phases = report["echo"]["64B"]["stacks"][name]
         assert [p["inFlight"] for p in phases] == [8]
@@ -387,6 +388,10 @@ def _quick_run(tmp_path: Path, *extra: str) -> tuple[dict[str, Any], str]:
     assert ks.get("completed", 0) + superseded + others == ks["calls"]
     assert superseded > 0
     assert report["cancel"]["idle"]["latency"]["count"] > 0
+    if report["stacks"]["typescript"]["status"] == "measured":
+        assert report["cancelTypescript"]["idle"]["latency"]["count"] > 0
+        assert report["typescriptRatios"]["64B"]["ours"]["8"] > 0
+        assert "TypeScript client, idle server" in done.stdout
     prepare = report["prepare"]
     if FIXTURES.is_dir():  # prepare runs over the real logs
         assert "skipped" not in prepare, prepare
@@ -415,7 +420,7 @@ def _quick_run(tmp_path: Path, *extra: str) -> tuple[dict[str, Any], str]:
 def test_quick_run_against_the_raw_ceiling_writes_the_report(tmp_path: Path) -> None:
     """``python -m bench.load --quick --peers raw`` runs every workload and writes JSON and PNGs."""
     report, stdout = _quick_run(tmp_path, "--peers", "raw")
-    assert list(report["stacks"]) == ["ours", "oursAsync", "raw"]
+    assert list(report["stacks"]) == ["ours", "oursAsync", "typescript", "raw"]
     assert report["ratios"]["64B"]["raw"]["8"] > 0
     # Both handler kinds are measured on the one server; only ``ours`` (def) is a ratio's side.
     assert report["stacks"]["oursAsync"]["status"] == "measured"
@@ -428,7 +433,7 @@ def test_quick_run_against_the_raw_ceiling_writes_the_report(tmp_path: Path) -> 
 def test_quick_run_measures_every_peer(tmp_path: Path) -> None:
     """``python -m bench.load --quick`` measures every installed peer side by side."""
     report, _ = _quick_run(tmp_path)
-    assert list(report["stacks"]) == ["ours", "oursAsync", *PEERS]
+    assert list(report["stacks"]) == ["ours", "oursAsync", "typescript", *PEERS]
 
 
 def test_one_pass_percentiles_equal_the_histograms_own() -> None:
