@@ -157,8 +157,8 @@ class Diagnostics(RemoteService, key="diagnostics"):
         work_seconds: NonNegativeFloat,
         hold_seconds: NonNegativeFloat,
     ) -> str:
-        """Work for ``work_seconds``, write ``marker`` (the work is done), wait
-        ``hold_seconds`` (the window between finishing the work and replying), then write
+        """Work for ``workSeconds``, write ``marker`` (the work is done), wait
+        ``holdSeconds`` (the window between finishing the work and replying), then write
         ``path`` (the publication) and return its full path.
 
         ``path`` and ``marker`` are names inside the server's diagnostics directory

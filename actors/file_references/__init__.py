@@ -6,7 +6,7 @@ tie-breaks), ``_pool`` (ranking a prepared pool at keystroke rate), ``_groups`` 
 (the path and subsequence tiers per parent directory, and with bit sets), ``_fs`` (link-proof
 directory access), ``_index`` (breadth-first index), ``_ignore`` (opt-in ignore files),
 ``_listing`` (directory mode), ``_config`` (the ``[fileReferences]`` table) and ``_service``
-(the trio service). Spec: ``file-reference.md`` in the DSH specs.
+(the trio service). Spec: ``file-reference`` in the DSH specs.
 """
 
 from actors.file_references._config import (

@@ -1,6 +1,6 @@
 """Packed chunk rows: the storage-only encoding of `assistant/chunk` delta runs.
 
-`session-log-format.md` §5.2. A run of at least three consecutive `assistant/chunk`
+`session-log-format` §5.2. A run of at least three consecutive `assistant/chunk`
 events of one delta kind, in one block, with consecutive seqs, exact key sets and integer
 times is stored as one row (`text-chunks`, `reasoning-chunks` or `tool-call-chunks`).
 Rows are never events: readers expand them back to the exact original events, and a

@@ -6,7 +6,7 @@ still land appends after another worker claimed the shard under a higher epoch; 
 ignore those late writes, and only those.
 
 Representation, and why. DSH's envelope admits exactly seven top-level keys ("any other key
-rejects the log", `session-log-format.md` §5.1), packed chunk rows have exact data keys
+rejects the log", `session-log-format` §5.1), packed chunk rows have exact data keys
 (§5.2), and a skippable zstd frame is "bad magic" to upstream (§9). So an epoch can neither
 ride on each record nor in the framing. What upstream does tolerate is an event of an unknown
 type marked ``"ignorable": true`` (§6.2: it "is kept in the list (it still counts for

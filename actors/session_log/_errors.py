@@ -1,7 +1,7 @@
 """Typed errors for reading and writing DSH session logs.
 
 The tree mirrors the three failure families of upstream's loader
-(`session-log-format.md` §6.5):
+(`session-log-format` §6.5):
 
 - line-level damage found while *reading* the file (a plain `Error` upstream):
   `LogCorruptError`;

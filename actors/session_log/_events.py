@@ -1,6 +1,6 @@
 """The event envelope and the per-event restore rules.
 
-`session-log-format.md` §5.1 (envelope), §5.3 (known vocabulary) and §6.5 (restore
+`session-log-format` §5.1 (envelope), §5.3 (known vocabulary) and §6.5 (restore
 validation of messages and request headers). The surface-op rules are in
 `_surface`; legacy import is in `_legacy`.
 """

@@ -1,6 +1,6 @@
 """The session header: the immutable first line of every DSH session log.
 
-`session-log-format.md` §4. The header carries no title and no subagent label (both are
+`session-log-format` §4. The header carries no title and no subagent label (both are
 log events). Unknown keys are dropped on read, except the retired `sandboxMode` /
 `approvalPolicy`, whose presence rejects the log.
 """

@@ -5,7 +5,7 @@ service must then find out whether the first attempt was written, and the only p
 say so after a crash is the log itself, written in the same atomic step as the effect.
 
 Representation, and why (as for the fencing epochs, `actors.session_log._epochs`): an envelope
-admits exactly seven keys (`session-log-format.md` §5.1), so a key cannot ride on the events it
+admits exactly seven keys (`session-log-format` §5.1), so a key cannot ride on the events it
 covers; an event of an unknown type marked ``"ignorable": true`` is what upstream keeps and
 skips (§6.2). Hence one such record per keyed batch:
 

@@ -1,7 +1,7 @@
 """JSON and number rules shared by the log reader and writer.
 
 Upstream reads each line with Node's lossy UTF-8 decode and `JSON.parse`, and writes
-with `JSON.stringify` (`session-log-format.md` §3, §12). This module gives the Python
+with `JSON.stringify` (`session-log-format` §3, §12). This module gives the Python
 equivalents: strict parsing (no `NaN`/`Infinity`), JavaScript's safe-integer notion over
 Python numbers, and compact serialisation that escapes lone surrogates as
 `JSON.stringify` does.

@@ -1,6 +1,6 @@
 """Directory layout and path encodings of a DSH sessions root.
 
-`session-log-format.md` §2: one directory per normalised cwd, one directory per session,
+`session-log-format` §2: one directory per normalised cwd, one directory per session,
 one transcript per session at a fixed name::
 
     <root>/--<project-key>--/<encoded-session-id>/session.jsonl.zstd   (or session.jsonl)

@@ -1,6 +1,6 @@
 """Legacy import: older v0 event shapes upgraded in memory, obsolete ones refused.
 
-`session-log-format.md` §6.2 and §6.3. The import is applied on every read and never
+`session-log-format` §6.2 and §6.3. The import is applied on every read and never
 rewritten to disk. Current-looking malformed events are left untouched so restore
 validation rejects them, instead of disguising corruption as legacy data.
 """

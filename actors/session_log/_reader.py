@@ -1,4 +1,4 @@
-"""Loading DSH session logs: the whole pipeline of `session-log-format.md` §6.
+"""Loading DSH session logs: the whole pipeline of `session-log-format` §6.
 
 load = backend read (§6.1, §9) → id check → legacy import (§6.3) and legacy refusals
 (§6.2) → unknown-type guard (§6.2) → synthetic crash closers (§6.4) → restore

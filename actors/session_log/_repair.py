@@ -1,6 +1,6 @@
 """Crash closers: synthetic events that close a log ending inside a turn.
 
-`session-log-format.md` §6.4 (upstream `interruptedTurnClosers`). A read-only load adds
+`session-log-format` §6.4 (upstream `interruptedTurnClosers`). A read-only load adds
 them in memory only; opening a log for append commits them.
 """
 

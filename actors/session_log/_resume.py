@@ -1,6 +1,6 @@
 """Reopening a session log for appending: where its writer resumes, and the repair it commits.
 
-`session-log-format.md` §6.4: a torn tail is truncated; events recovered from a torn zstd frame
+`session-log-format` §6.4: a torn tail is truncated; events recovered from a torn zstd frame
 and the synthetic closers are rewritten as one new batch ("a resume commits them"). Under a
 fencing epoch the repair puts the writer's epoch record ahead of the closers
 (`actors.session_log._epoch_repair`).

@@ -1,6 +1,6 @@
 """Byte-level reading of a transcript: header line, event lines, torn tails.
 
-`session-log-format.md` §3, §6.1, §9 and §11. The scanner keeps the longest valid
+`session-log-format` §3, §6.1, §9 and §11. The scanner keeps the longest valid
 contiguous event prefix. A complete line that fails to parse, holds a malformed packed
 row, or breaks seq contiguity records an *issue* and stops the prefix; the issue is fatal
 only if a later parseable line contains a `turn/end` (otherwise the bad tail is dropped

@@ -1,6 +1,6 @@
 """The surface fold: the ordered, model-visible view of a session log.
 
-`session-log-format.md` §6.6 (upstream `foldSurface` / `readSurface`). Folding every
+`session-log-format` §6.6 (upstream `foldSurface` / `readSurface`). Folding every
 event in seq order from an empty list: ``"append"`` pushes the event's seq;
 ``{"op": "replace", "start": s, "end": e}`` splices the inclusive surface range
 ``s..e`` out and puts the event's seq in its place. Only the three surface types may

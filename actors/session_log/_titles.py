@@ -1,6 +1,6 @@
 """Session titles and subagent creation labels, folded from the log.
 
-`session-log-format.md` §7 and §8. Titles are `session/title` events (never header
+`session-log-format` §7 and §8. Titles are `session/title` events (never header
 fields); the current title is the last one in the raw log. A subagent child's creation
 label is the `label` of its first `subagent/descriptor` event.
 """

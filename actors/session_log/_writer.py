@@ -1,6 +1,6 @@
 """The single writer of one DSH session log (synchronous file I/O).
 
-`session-log-format.md` §2.1 and §9. Creating a session writes nothing; the first flush
+`session-log-format` §2.1 and §9. Creating a session writes nothing; the first flush
 materialises header and first batch together (temp file, fsync, hard-link publish, so a crash
 never leaves a half-written log). Every later flush appends one batch: one zstd frame (or raw
 lines) holding every event appended since the last flush, with chunk runs packed. The owner

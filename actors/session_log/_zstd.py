@@ -1,6 +1,6 @@
 """Zstandard frame primitives for `.jsonl.zstd` session logs.
 
-`session-log-format.md` §9. A transcript is a plain concatenation of independent,
+`session-log-format` §9. A transcript is a plain concatenation of independent,
 checksummed frames (RFC 8878): frame 1 holds exactly the header line, every later
 frame one durable append batch. Frames are located structurally (without decoding),
 so a torn final frame can be told apart from a damaged complete one.

@@ -3,7 +3,7 @@
 The implementation is split by job into private modules; this module
 re-exports their public names for the actor runtime and the wire faces.
 
-The mention codec (session-reference.md §2) is public API for hosts:
+The mention codec (session-reference §2) is public API for hosts:
 `encode_session_reference_uri` / `decode_session_reference_uri` (the canonical
 ``dsh-session:`` URI and its strict decoding), `format_session_reference_mention`
 (``@[label](uri)``) and `parse_session_reference_text` (text to readable text plus

@@ -1,4 +1,4 @@
-"""The per-source byte budget (session-reference-newer.md §4.1).
+"""The per-source byte budget (session-reference-newer §4.1).
 
 An explicit ``maxReferenceBytes`` is used as is. Otherwise the budget is
 ``max(65536, floor(contextWindow * 4 * referenceContextFraction))`` for the agent's model

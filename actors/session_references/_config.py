@@ -1,4 +1,4 @@
-"""Configuration of the session-reference resolver (session-reference-newer.md §7).
+"""Configuration of the session-reference resolver (session-reference-newer §7).
 
 Keys keep upstream's names in the ``[sessionReferenceResolver]`` TOML table:
 ``maxReferences`` (1..3, default 3), ``candidateLimit`` (default 50),

@@ -1,7 +1,7 @@
 """The seven ``SESSION_REFERENCE_*`` errors, with upstream's exact messages.
 
 Upstream DSH raises one ``SessionReferenceError`` class carrying a ``code`` from a closed
-set; the code, not the class, is the contract (session-reference.md §1.9, §5). We keep the
+set; the code, not the class, is the contract (session-reference §1.9, §5). We keep the
 single class and put the message wording in named constructors, so every raise site
 spells the message the same way.
 """

@@ -1,4 +1,4 @@
-"""Reference inputs, the requesting agent's view, and normalization (session-reference.md §4.2).
+"""Reference inputs, the requesting agent's view, and normalization (session-reference §4.2).
 
 Normalization turns the caller's raw ``references`` (wire maps or
 :class:`SessionReferenceInput` values) into an ordered, de-duplicated list, rejecting

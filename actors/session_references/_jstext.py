@@ -6,7 +6,7 @@ as U+FFFD (3 bytes). A Python ``str`` is a sequence of code points and may hold 
 surrogates (``json.loads('"\\\\ud800"')``) or, rarely, a high/low pair as two code points.
 These helpers give Python strings the JavaScript view: "a Python port should replace lone
 surrogates with U+FFFD before byte work and escape them in JSON if it wants bit-exactness
-on such input" (session-reference.md §9.14).
+on such input" (session-reference §9.14).
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def compact_json(value: Any) -> str:
 
 
 def tag_safe_json(value: Any) -> str:
-    """Return compact JSON with every ``<`` written as ``\\u003c`` (session-reference.md §4.8).
+    """Return compact JSON with every ``<`` written as ``\\u003c`` (session-reference §4.8).
 
     The result parses back to the same value and holds no literal ``<``, so it cannot
     close the ``<referenced-sessions>`` frame it is embedded in.

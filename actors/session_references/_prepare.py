@@ -1,6 +1,6 @@
 """``prepare``: freeze referenced sessions into one bounded context message.
 
-Step order and error precedence follow session-reference-newer.md §4: normalize
+Step order and error precedence follow session-reference-newer §4: normalize
 (INVALID_REFERENCE / SELF_REFERENCE / TOO_MANY) -> empty fast path -> cancel check ->
 budget -> cancel check -> concurrent reads (READ_FAILED; CANCELLED wins) -> cancel check
 -> retention (BUDGET_EXCEEDED) -> spill saves -> cancel check -> prompt and record.

@@ -1,4 +1,4 @@
-"""Surface snapshot -> conversation items (session-reference.md §4.4, newer §2.1).
+"""Surface snapshot -> conversation items (session-reference §4.4, newer §2.1).
 
 Only direct human prompts, compaction checkpoints and assistant text are projected;
 tool results, system messages, reasoning, tool calls, images and every injected context
@@ -41,7 +41,7 @@ class SourceSnapshot:
     """One observation of a source session's current surface (``readSurface``).
 
     ``events`` are the decoded DSH event envelopes (plain dicts) of the current surface,
-    in surface order, after the surface fold of session-log-format.md §6.6.
+    in surface order, after the surface fold of session-log-format §6.6.
     """
 
     #: The session header (``id``, ``version``, ``createdAt``, ``cwd``? ...).

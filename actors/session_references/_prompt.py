@@ -1,6 +1,6 @@
 """Model-visible prompt text, omission section and durable source record.
 
-Byte-exact texts from session-reference.md §4.9 and session-reference-newer.md §2.3, §5.4.
+Byte-exact texts from session-reference §4.9 and session-reference-newer §2.3, §5.4.
 """
 
 from __future__ import annotations

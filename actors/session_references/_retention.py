@@ -1,4 +1,4 @@
-"""Retention of one projected source to its per-source byte budget (session-reference.md §4.5-4.7).
+"""Retention of one projected source to its per-source byte budget (session-reference §4.5-4.7).
 
 The budget bounds the UTF-8 size of the tag-safe compact JSON of one
 ``ReferencedSessionData`` object. Phase 1 drops the oldest non-checkpoint messages (never

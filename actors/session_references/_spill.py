@@ -1,4 +1,4 @@
-"""Full-snapshot transcripts and the spill store they are saved to (session-reference-newer.md §5).
+"""Full-snapshot transcripts and the spill store they are saved to (session-reference-newer §5).
 
 When a preview is truncated, the complete projection of the same read is rendered as a
 line-oriented transcript and saved through a spill store; the prompt then carries the

@@ -1,5 +1,5 @@
 """The mention codec: canonical ``dsh-session:`` URIs and ``@[label](uri)`` mentions
-(session-reference.md §2).
+(session-reference §2).
 
 A URI is ``dsh-session:`` + unpadded base64url of the UTF-8 of ``JSON.stringify(id)``.
 Decoding is strict: only the exact canonical text of some string id is accepted, so
@@ -203,7 +203,7 @@ def _run_end(pattern: re.Pattern[str], text: str, start: int) -> int:
 
 def parse_session_reference_text(text: str) -> ParsedSessionReferenceText:
     """Replace mentions and bare URIs in ``text`` by ``@label`` and collect references
-    (upstream's ``parseSessionReferenceText``, session-reference.md §2.4).
+    (upstream's ``parseSessionReferenceText``, session-reference §2.4).
 
     Scans left to right for Markdown mentions ``@[label](dsh-session:...)`` and bare
     URIs ``dsh-session:<base64url>+``; each is decoded strictly. Text outside them is kept

@@ -6,8 +6,8 @@ the key names, their order (the order values are built in, which upstream's byte
 depends on), which keys are optional (``NotRequired``: the key is absent, never null) and the
 literal unions. Values are plain dicts at run time.
 
-Sources: session-reference.md §1.2–§1.8 and session-reference-newer.md §2.2–§2.3 (the DSH
-session-reference contract), file-reference.md §1 for ``FileReferenceCandidate`` (an attrs
+Sources: session-reference §1.2–§1.8 and session-reference-newer §2.2–§2.3 (the DSH
+session-reference contract), file-reference §1 for ``FileReferenceCandidate`` (an attrs
 class in ``actors.file_references``).
 """
 

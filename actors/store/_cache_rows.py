@@ -1,10 +1,10 @@
 """The rows of the projection cache: what it knows of one session, and of one rejected file.
 
 A session has a row when its log's header passes the listing's shape check (upstream's listing
-reads headers only, `session-log-format.md` §2.4), whether or not the rest of the log loads: a
+reads headers only, `session-log-format` §2.4), whether or not the rest of the log loads: a
 row whose body failed carries the loader's reason in ``load_error`` and no projected facts
 (title, subagent label, last seq), so discovery labels it by its id, as upstream's does for a
-session no projection answers for (`session-reference-newer.md` §3.2). A file the listing
+session no projection answers for (`session-reference-newer` §3.2). A file the listing
 would skip (a header that fails the shape check, a layout problem) is a `Rejection` instead.
 """
 

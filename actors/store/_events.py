@@ -3,7 +3,7 @@
 A host appends a list of ``{type, data, surfaceOp?, sourceEventSeqs?, ignorable?}``; the actor
 assigns ``seq`` and ``time``. A batch is atomic: every event is first recorded and validated
 exactly as the log writer does (`check_new_event`, then the surface fold of
-`session-log-format.md` §6.6) against a copy of the session's fold, and only a batch that passes
+`session-log-format` §6.6) against a copy of the session's fold, and only a batch that passes
 as a whole reaches the writer. So a rejected batch leaves the log and the actor unchanged, and
 the error names the first offending event.
 """

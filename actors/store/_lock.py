@@ -1,7 +1,7 @@
 """One writer per session across processes: an OS lock file beside each transcript.
 
 A session directory is "reserved for future session-owned artifacts" and "other entries
-inside the session directory are ignored by discovery" (`session-log-format.md` §2.1), so the
+inside the session directory are ignored by discovery" (`session-log-format` §2.1), so the
 lock lives there, as ``<session dir>/session.lock``. It is taken with ``flock(LOCK_EX |
 LOCK_NB)``: the kernel drops it when its holder exits, even on SIGKILL, so a crash never
 leaves a session locked. ``flock`` locks belong to an open file description, so two stores in

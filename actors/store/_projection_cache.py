@@ -2,7 +2,7 @@
 
 One SQLite database under the data directory (``sessions.sqlite3``). Per session it keeps the
 header facts (id, cwd, createdAt, parent, origin), the latest title (the last
-``session/title``, `session-log-format.md` §7), the subagent creation label (the first
+``session/title``, `session-log-format` §7), the subagent creation label (the first
 ``subagent/descriptor``'s ``label``, §8), the seq of the last event, the transcript's size
 and mtime, which tell the indexer whether a file changed since it was read, and, for a log
 whose header is listed but whose body does not load, why (``_cache_rows``). Listing newest

@@ -1,6 +1,6 @@
 """The session store: where agent actors get their sessions (an `AgentDirectory`).
 
-It serves DSH sessions roots (`session-log-format.md` §2): the embedded one,
+It serves DSH sessions roots (`session-log-format` §2): the embedded one,
 ``<data dir>/sessions`` (zstd, always writable), and optionally an existing DSH sessions
 directory (read-only unless writable). An agent's id is its session id; `load` finds the
 transcript (through the projection cache, else by scanning the roots, §2.3), loads it and hands

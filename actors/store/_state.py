@@ -391,7 +391,11 @@ class SessionState:
             raise UnauthorizedError(
                 f'session "{self.session_id}" is read-only: {self.root.path} is served '
                 "read-only (serve it with --writable to append)",
-                details={"sessionId": self.session_id, "root": str(self.root.path)},
+                details={
+                    "sessionId": self.session_id,
+                    "root": str(self.root.path),
+                    "reason": "read-only",
+                },
             )
         if self._before_write is not None:
             # A clustered worker binds the session's shard to its storage before the first
