@@ -27,6 +27,7 @@ from actors.session_log._errors import StorageReason as StorageReason
 from actors.session_log._errors import errno_name as errno_name
 from actors.session_log._errors import storage_reason as storage_reason
 from actors.session_log._files import LogFile as LogFile
+from actors.session_log._files import fsync_dir as fsync_dir
 from actors.session_log._header import HeaderError as HeaderError
 from actors.session_log._header import SessionHeader as SessionHeader
 from actors.session_log._idempotency import IDEMPOTENCY_KEY_TYPE as IDEMPOTENCY_KEY_TYPE
@@ -91,6 +92,7 @@ __all__ = [
     "errno_name",
     "find_session_log",
     "fits_one_segment",
+    "fsync_dir",
     "iter_session_logs",
     "key_record",
     "key_records",

@@ -21,7 +21,7 @@ from pathlib import Path
 from actors.session_log._errors import LogStorageError, LogWriteError
 from actors.session_log._write_statistics import WRITES
 
-__all__ = ["LogFile"]
+__all__ = ["LogFile", "fsync_dir"]
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -38,7 +38,8 @@ def _fsync_data(fd: int) -> None:
     WRITES.fsync_seconds.observe(time.perf_counter() - started)
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make ``path``'s entries (a file created, linked or renamed in it) durable."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -106,7 +107,7 @@ class LogFile:
                 ) from None
             linked = True
             if self.fsync:
-                _fsync_dir(directory)
+                fsync_dir(directory)
             # The descriptor written through is the log's: keep it (a reopen could fail
             # after the log is published), appending from now on.
             fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
@@ -138,7 +139,7 @@ class LogFile:
         for created in reversed(missing):
             created.mkdir(mode=0o700, exist_ok=True)
             if self.fsync:
-                _fsync_dir(created.parent)
+                fsync_dir(created.parent)
 
     def append(self, payload: bytes) -> None:
         """Append `payload` (one batch), durably when `fsync` is on.

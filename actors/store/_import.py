@@ -36,6 +36,7 @@ from actors.session_log import (
     compression_of,
     find_session_log,
     fits_one_segment,
+    fsync_dir,
     load_session,
     log_path,
 )
@@ -261,7 +262,7 @@ def _publish(target: Path, content: bytes, original: LoadedSession) -> str | Non
         except FileExistsError:
             return _EXISTS
         published = True
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
         return None
     finally:
         with contextlib.suppress(OSError):
@@ -301,16 +302,8 @@ def _make_dirs(directory: Path) -> list[Path]:
         except FileExistsError:  # made meanwhile (another import, or a server)
             continue
         created.append(path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     return created
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def render_import_summary(summary: ImportSummary) -> str:
