@@ -111,14 +111,26 @@ async def test_metrics_are_scraped_over_http_while_calls_run(tmp_path: Path, wor
     ``--workers 2`` the supervisor's one view adds up both workers; the probes answer."""
     extra = ("--workers", str(workers)) if workers else ()
     async with serving(tmp_path, *extra) as (address, url), open_client(address) as watcher:
-        async with httpx.AsyncClient(timeout=10) as http:
+        async with httpx.AsyncClient(timeout=10) as http, trio.open_nursery() as nursery:
             base = url.removesuffix("/metrics")
             assert (await http.get(f"{base}/healthz")).status_code == 200
             assert (await http.get(f"{base}/readyz")).status_code == 200
             assert (await http.get(f"{base}/nothing")).status_code == 404
             with trio.fail_after(60):
                 await exercise(address, tmp_path)
-                await watcher.call("system/stats")
+                # Scraped while a call runs: the watcher's sleep, in flight until cancelled.
+                watching = trio.CancelScope()
+
+                async def watch() -> None:
+                    with watching:
+                        agent = (await watcher.call("agents/create", {}))["agentId"]
+                        await watcher.call("diagnostics/sleep", {"agentId": agent, "seconds": 60})
+
+                nursery.start_soon(watch)
+                while not value(
+                    families((await http.get(url)).text), "agent_actors_calls_in_flight"
+                ):
+                    await trio.sleep(0.05)
                 # The cancelled sleep's terminal frame may trail its cancel a little.
                 while True:
                     response = await http.get(url)
@@ -128,7 +140,9 @@ async def test_metrics_are_scraped_over_http_while_calls_run(tmp_path: Path, wor
                     if value(found, "agent_actors_cancels", "_total", reason="caller") >= 1:
                         break
                     await trio.sleep(0.1)
+                watching.cancel()
     calls = "agent_actors_calls"
+    assert value(found, "agent_actors_calls_in_flight", state="running") >= 1  # the watcher's
     assert value(found, calls, "_total", endpoint="diagnostics/echo", outcome="result") == 20
     assert value(found, calls, "_total", endpoint="diagnostics/sleep", outcome="cancelled") == 1
     assert value(found, calls, "_total", endpoint="sessions/append", outcome="result") == 1
