@@ -353,7 +353,8 @@ class ServerProtocol:
         return frame
 
     def tick(self, now: float, *, verified_at: float | None = None) -> list[ServerEvent]:
-        """Advance timers: ping peers that are due, drop peers silent past the timeout."""
+        """Advance timers: ping the peers that are due and have been quiet for a heartbeat
+        interval, drop peers silent past the timeout."""
         events: list[ServerEvent] = []
         heard_up_to = now if verified_at is None else min(now, verified_at)
         for peer in list(self._peers.values()):
@@ -361,7 +362,10 @@ class ServerProtocol:
                 events.extend(self._drop(peer, "heartbeat timeout"))
             elif now >= peer.next_ping:
                 peer.next_ping = now + self.limits.heartbeat
-                events.append(Send(peer.identity, self._ping))
+                # A peer heard from within the interval (its own ping, which gets a pong, or a
+                # call) knows we are alive: a ping would only double the idle traffic.
+                if now - peer.last_seen >= self.limits.heartbeat:
+                    events.append(Send(peer.identity, self._ping))
         return events
 
     def next_due(self) -> float:

@@ -57,6 +57,10 @@ __all__ = ["WORKER_READY", "ClusterOptions", "supervise"]
 
 log = logging.getLogger("actors.cluster")
 
+#: The control endpoint's timers (seconds): a worker's lease (10 s by default) and its parent
+#: check bound a lost supervisor well before this silence would.
+_CONTROL_LIMITS = ServerLimits(heartbeat=5.0, peer_timeout=12.5)
+
 #: First line a worker prints, then its bound address.
 WORKER_READY = "agent-actors worker: serving on"
 #: Longest ipc path ZeroMQ accepts on Linux is 107 bytes; longer data dirs use loopback tcp.
@@ -343,7 +347,9 @@ async def supervise(
             ) as coordinator,
             trio.open_nursery() as nursery,
         ):
-            control = Server(Registry(coordinator_endpoints(local)))
+            # Its clients are this supervisor's own workers, which watch their parent and hold
+            # leases: a slow heartbeat is enough there, and an idle cluster stays quiet.
+            control = Server(Registry(coordinator_endpoints(local)), limits=_CONTROL_LIMITS)
             if options.coordinator is not None:
                 control_address = options.coordinator
             else:

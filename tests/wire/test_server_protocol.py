@@ -355,3 +355,12 @@ def test_next_due_is_the_earliest_ping_or_silence_bound(proto: ServerProtocol) -
     assert proto.next_due() == 2.5  # heard last at 0.0, timeout 2.5
     assert PeerDropped(PEER, "heartbeat timeout") in proto.tick(2.6)
     assert proto.next_due() == math.inf
+
+
+def test_a_peer_heard_within_the_interval_is_not_pinged(proto: ServerProtocol) -> None:
+    """At a heartbeat point the server pings only a peer it has not heard from for a whole
+    interval: a client's own ping (answered with a pong) already shows both sides alive."""
+    assert sent(proto.receive(PEER, encode(Ping()), now=0.9)) == [Pong()]
+    assert sent(proto.tick(1.0)) == []
+    assert proto.next_due() == 2.0
+    assert sent(proto.tick(2.0)) == [Ping()]  # silent since 0.9
