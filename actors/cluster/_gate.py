@@ -57,9 +57,22 @@ class ClusterRegistry(Registry):
     def __init__(self, cluster_map: Any, endpoints: Any = ()) -> None:
         super().__init__(endpoints)
         self._cluster_map = cluster_map
+        self._described: dict[str, Any] | None = None
+        self._base: dict[str, Any] | None = None
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "cluster": self._cluster_map()}
+        """The registry's description and the current shard map; the same object until
+        either changes, so the server's encoding of it is reused (``system/describe``)."""
+        base, cluster = self.base_description(), self._cluster_map()
+        known = self._described
+        if known is None or self._base is not base or known["cluster"] != cluster:
+            self._base = base
+            self._described = known = {**base, "cluster": cluster}
+        return known
+
+    def base_description(self) -> dict[str, Any]:
+        """The description without the shard map."""
+        return super().describe()
 
 
 class ShardGate:

@@ -378,5 +378,5 @@ class _DescribedRegistry(ClusterRegistry):
         super().__init__(cluster_map)
         self._workers_description = description
 
-    def describe(self) -> dict[str, Any]:
-        return {**self._workers_description, "cluster": self._cluster_map()}
+    def base_description(self) -> dict[str, Any]:
+        return self._workers_description
