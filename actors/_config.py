@@ -89,6 +89,8 @@ _WIRE_KEYS: dict[str, tuple[str, type]] = {
 }
 _ACTORS_KEYS: dict[str, tuple[str, type]] = {"idleTimeout": ("idle_timeout", float)}
 _SESSIONS_KEYS: dict[str, tuple[str, type]] = {"batchDelay": ("batch_delay", float)}
+#: [sessions] keys read before the numeric ones (named in the unknown-key message too).
+_SESSIONS_EXTRA = ("durability",)
 _CLUSTER_TEXT_KEYS = {
     "hostId": "host_id",
     "storageMode": "storage_mode",
@@ -185,8 +187,9 @@ def _table(
     out: dict[str, Any] = {}
     for key, value in table.items():
         if key not in schema:
+            known = sorted({*schema, *(_SESSIONS_EXTRA if name == "sessions" else ())})
             raise ConfigError(
-                f"{path}: unknown key {key!r} in [{name}] (known: {', '.join(sorted(schema))})"
+                f"{path}: unknown key {key!r} in [{name}] (known: {', '.join(known)})"
             )
         attribute, kind = schema[key]
         if isinstance(value, bool) or not isinstance(value, int | float):
