@@ -353,8 +353,7 @@ class ServerProtocol:
         return frame
 
     def tick(self, now: float, *, verified_at: float | None = None) -> list[ServerEvent]:
-        """Advance timers: ping the peers that are due and have been quiet for a heartbeat
-        interval, drop peers silent past the timeout."""
+        """Advance timers: ping due peers quiet for an interval, drop peers silent too long."""
         events: list[ServerEvent] = []
         heard_up_to = now if verified_at is None else min(now, verified_at)
         for peer in list(self._peers.values()):
@@ -369,8 +368,7 @@ class ServerProtocol:
         return events
 
     def next_due(self) -> float:
-        """When :meth:`tick` next has work: a peer's ping or its silence bound (``inf``: none
-        until a peer says hello). A driver may sleep until then instead of polling."""
+        """When :meth:`tick` next has work (a ping or a silence bound; ``inf``: no peers)."""
         timeout = self.limits.peer_timeout
         return min(
             (min(p.next_ping, p.last_seen + timeout) for p in self._peers.values()),
