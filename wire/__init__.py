@@ -76,6 +76,7 @@ from wire._metrics_http import serve_metrics as serve_metrics
 from wire._schema import DIALECT as SCHEMA_DIALECT
 from wire._schema import SchemaBuilder as SchemaBuilder
 from wire._security import ClientSecurity as ClientSecurity
+from wire._security import CurveKeyError as CurveKeyError
 from wire._security import CurveKeyPair as CurveKeyPair
 from wire._security import ServerSecurity as ServerSecurity
 from wire._server import Server as Server
@@ -115,6 +116,7 @@ __all__ = [
     "Client",
     "ClientSecurity",
     "ClientStatistics",
+    "CurveKeyError",
     "CurveKeyPair",
     "DeadlineExceededError",
     "Detach",
