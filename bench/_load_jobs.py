@@ -63,8 +63,8 @@ class Job:
 
     #: ``ours`` or a peer name (``raw``, ``zerorpc``, ``grpc``, ``rpyc``, ``pyro5``).
     stack: str
-    #: ``closed`` (a closed loop of calls), ``keystroke`` or ``cancel-probe`` (``ours`` only
-    #: for the last two).
+    #: ``closed`` (a closed loop of calls), ``keystroke``, ``cancel-probe`` or
+    #: ``recovery-probe`` (``ours`` only for the last three).
     workload: str = "closed"
     #: Where the server listens: ``tcp://127.0.0.1:PORT`` or ``ipc:///path``.
     address: str

@@ -1,6 +1,6 @@
 """agent-actors' side of the load generator: trio tasks on one ``wire`` client per process.
 
-Three workloads:
+Four workloads:
 
 - ``closed``: ``job.concurrency`` tasks, each calling ``job.calls[0]`` (echo by default) again
   as soon as its previous call returned: a closed loop keeping that many calls in flight. Task
@@ -9,12 +9,20 @@ Three workloads:
   ``job.calls`` with a per-typist ``supersede`` key, so the new call cancels the previous one on
   the server in the same message (latest wins, protocol §8). Each superseded call is classified
   by its terminal frame: ``cancelled`` with ``state: queued`` (cancelled before its handler
-  ran), ``state: running`` (during), or a result (the handler had finished: after).
+  ran), ``state: running`` (during), or a result (the handler had finished: after). A
+  keystroke is *answered* when every one of its calls returned its result before a newer
+  keystroke superseded it (counter ``keystrokesAnswered``, series ``keyToAnswer``: from the
+  keystroke to its last result); ``drainAfterWindow`` is how long after the window the last of
+  the process's calls ended.
 - ``cancel-probe``: one at a time, start a 30 s ``diagnostics/sleep``, wait ``job.probe_settle``
   s and until ``system/stats`` shows it running, cancel the caller's scope, and take the
   server's ``time.monotonic()`` at the end of the handler (``diagnostics/endings``) minus ours
   at the cancel: cancel-to-quiescence (series ``cancelToQuiescence``; a probe process can run
   beside ``closed`` ones to measure under load).
+- ``recovery-probe``: idle through the window; the moment it closes (the typists stop), one
+  ``system/stats`` and one ``diagnostics/echo`` to ``agents[0]`` at once, each timed to its
+  answer (series ``recoveryStats``, ``recoveryEcho``): how soon the server answers a fresh call
+  once the load stops.
 """
 
 from __future__ import annotations
@@ -66,6 +74,8 @@ async def _drive(job: Job, go: Go) -> Samples:
                 await _keystroke(client, job, samples)
             elif job.workload == "cancel-probe":
                 await _probes(client, job, samples)
+            elif job.workload == "recovery-probe":
+                await _recovery(client, job, samples)
             else:
                 raise ValueError(f"unknown workload {job.workload!r}")
         samples.stop_clock()
@@ -139,8 +149,29 @@ class _Pending:
     ended: bool = False
 
 
+@attrs.define
+class _Keystroke:
+    """One keystroke's calls: answered once each returned its result, none superseded."""
+
+    sent_ns: int
+    waiting: int
+    answered: bool = True
+
+
 async def _keystroke(client: Client, job: Job, samples: Samples) -> None:
-    async def one_call(typist: int, name: str, pending: _Pending, args: dict[str, Any]) -> None:
+    last_end_ns = samples.end_ns
+
+    def keystroke_done(key: _Keystroke, answered: bool, ended: int) -> None:
+        key.waiting -= 1
+        key.answered = key.answered and answered
+        if key.waiting == 0 and key.answered:
+            samples.counters["keystrokesAnswered"] += 1
+            samples.add("keyToAnswer", ended - key.sent_ns)
+
+    async def one_call(
+        typist: int, name: str, pending: _Pending, key: _Keystroke, args: dict[str, Any]
+    ) -> None:
+        nonlocal last_end_ns
         try:
             await client.call(CALLS[name].endpoint, args, supersede=f"{typist}:{name}")
             outcome = "result"
@@ -151,7 +182,9 @@ async def _keystroke(client: Client, job: Job, samples: Samples) -> None:
         except WireError as exc:
             outcome = f"error:{exc.code.value}"
         ended = time.monotonic_ns()
+        last_end_ns = max(last_end_ns, ended)
         pending.ended = True
+        keystroke_done(key, pending.superseded_ns is None and outcome == "result", ended)
         if pending.superseded_ns is None:
             if outcome == "result":
                 samples.counters["completed"] += 1
@@ -177,6 +210,7 @@ async def _keystroke(client: Client, job: Job, samples: Samples) -> None:
                 return
             samples.counters["keystrokes"] += 1
             query = typing.keystroke()
+            key = _Keystroke(sent_ns=now, waiting=len(job.calls))
             for name in job.calls:
                 n += 1
                 previous = latest.get(name)
@@ -192,11 +226,26 @@ async def _keystroke(client: Client, job: Job, samples: Samples) -> None:
                 )
                 latest[name] = pending = _Pending(sent_ns=time.monotonic_ns())
                 samples.counters["calls"] += 1
-                nursery.start_soon(one_call, t, name, pending, CALLS[name].build(ctx))
+                nursery.start_soon(one_call, t, name, pending, key, CALLS[name].build(ctx))
 
     async with trio.open_nursery() as nursery:
         for t in range(job.concurrency):
             nursery.start_soon(typist, t, nursery)
+    samples.add("drainAfterWindow", last_end_ns - samples.end_ns)
+
+
+async def _recovery(client: Client, job: Job, samples: Samples) -> None:
+    await trio.sleep(max(0.0, (samples.end_ns - time.monotonic_ns()) / 1e9))
+    echo = {"agentId": job.agents[0], "payload": payload_of(job.payload_bytes)}
+
+    async def timed(series: str, endpoint: str, args: dict[str, Any] | None) -> None:
+        started = time.monotonic_ns()
+        await client.call(endpoint, args)
+        samples.add(series, time.monotonic_ns() - started)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(timed, "recoveryStats", "system/stats", None)
+        nursery.start_soon(timed, "recoveryEcho", _ECHO, echo)
 
 
 async def _probes(client: Client, job: Job, samples: Samples) -> None:

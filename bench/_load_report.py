@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bench._common import format_count, format_ratio, format_table, steal_warning
+from bench._load_levels_report import SUPERSEDED_WHEN, level_targets, levels_table, target
 
 __all__ = [
     "PAYLOADS",
@@ -28,9 +29,6 @@ PAYLOADS = {"64B": 64, "64KiB": 65536}
 #: pyzmq+msgpack" (echo 64 B over tcp loopback at 128 in flight).
 RATIO_TARGETS = (("zerorpc", 5.0), ("grpc", 5.0), ("rpyc", 1.0), ("raw", 0.4))
 _TRANSPORTS = {"tcp": "tcp loopback (127.0.0.1)", "ipc": "ipc (a local socket file)"}
-#: How superseded calls ended (``superseded:WHEN`` counters): cancelled before their handler
-#: ran, while it ran, or after it had finished (the result crossed the cancel).
-SUPERSEDED_WHEN = ("before", "during", "after")
 #: agent-actors' echo stacks: ``def`` handler (the ratios and targets), ``async def`` beside it,
 #: and the TypeScript client against the ``def`` handler.
 OUR_STACKS = ("ours", "oursAsync", "typescript")
@@ -92,37 +90,12 @@ def typescript_ratios(echo: Mapping[str, Any]) -> dict[str, dict[str, dict[str, 
     return ratios
 
 
-def _target(
-    name: str, value: float | None, limit: float, comparison: str, unit: str, note: str
-) -> dict[str, Any]:
-    if value is None:
-        status, margin = "N/A", None
-    else:
-        passed = value >= limit if comparison == ">=" else value <= limit
-        status = "PASS" if passed else "MISS"
-        # The same scale both ways: -75 % means the value must get 4 x better to pass.
-        if comparison == ">=":
-            margin = value / limit - 1
-        else:
-            margin = limit / value - 1 if value > 0 else float("inf")
-    return {
-        "name": name,
-        "value": value,
-        "limit": limit,
-        "comparison": comparison,
-        "unit": unit,
-        "status": status,
-        "passed": status == "PASS",
-        #: Positive: headroom past the limit; negative: how far short (``-0.75``: the value
-        #: must improve 4 x). ``value / limit - 1`` for ``>=``, ``limit / value - 1`` for ``<=``.
-        "margin": None if margin is None else round(margin, 4),
-        "note": note,
-    }
-
-
 def evaluate_targets(report: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Issue 6's targets on the report's echo 64 B phases and idle cancel probes."""
+    """Issue 6's targets on the report's echo 64 B phases and idle cancel probes, then issue
+    23's on the keystroke levels (when the report has them)."""
     config = report["config"]
+    if config.get("only") == "keystroke":  # no echo and no cancel probes ran
+        return level_targets(report)
     level = config["targetInFlight"]
     note = ""
     if config["transport"] != "tcp":
@@ -134,11 +107,11 @@ def evaluate_targets(report: Mapping[str, Any]) -> list[dict[str, Any]]:
         value = None if note else ratios.get(peer, {}).get(str(level))
         why = note or ("" if value is not None else f"not measured at {level} in flight")
         name = f"echo 64 B, {level} in flight: ours >= {limit:g} x {labels.get(peer, peer)}"
-        targets.append(_target(name, value, limit, ">=", "x", why))
+        targets.append(target(name, value, limit, ">=", "x", why))
     idle = report.get("cancel", {}).get("idle") or {}
     p99 = (idle.get("latency") or {}).get("p99Us")
     targets.append(
-        _target(
+        target(
             "cancel-to-quiescence p99 (idle) <= 1 ms",
             None if p99 is None else p99 / 1000,
             CANCEL_P99_LIMIT_MS,
@@ -147,7 +120,7 @@ def evaluate_targets(report: Mapping[str, Any]) -> list[dict[str, Any]]:
             "" if p99 is not None else "no cancel samples",
         )
     )
-    return targets
+    return targets + level_targets(report)
 
 
 def _margin_text(target: Mapping[str, Any]) -> str:
@@ -374,13 +347,19 @@ def _disturbed_phases(report: Mapping[str, Any], cpus: float = 0.2) -> list[str]
 
 
 def render_tables(report: Mapping[str, Any]) -> str:
-    """The whole report as text: setup, echo tables, keystroke, cancel, targets."""
+    """The whole report as text: setup, echo tables, keystroke and its levels, prepare,
+    cancel, profiles, targets."""
     config, machine = report["config"], report["machine"]
     header = (
         f"load benchmark over {_TRANSPORTS.get(config['transport'], config['transport'])}: "
         f"{config['processes']} client "
-        f"processes, {config['agents']} agents, {config['durationSeconds']:g} s per phase"
-        f"{' (quick)' if config['quick'] else ''}\n"
+        f"processes, {config['agents']} agents, "
+        + (
+            f"only the keystroke levels, {config['keystrokeDurationSeconds']:g} s each"
+            if config.get("only") == "keystroke"
+            else f"{config['durationSeconds']:g} s per phase"
+        )
+        + f"{' (quick)' if config['quick'] else ''}\n"
         f"{machine['cpuCount']} CPUs ({machine['cpuModel']}), Python {machine['python']}, "
         f"pyzmq {machine['pyzmq']}, libzmq {machine['libzmq']}"
     )
@@ -398,6 +377,7 @@ def render_tables(report: Mapping[str, Any]) -> str:
         parts.append(_echo_tables(report, payload))
     parts.append(_keystroke_table(report))
     parts.append(_keystroke_table(report, "keystrokeReferences"))
+    parts.append(levels_table(report))
     parts.append(_prepare_table(report))
     parts.append(_cancel_table(report))
     parts.append(_profile_tables(report))

@@ -1,7 +1,8 @@
 """The phases of a load benchmark run, stack by stack, written into the report as they end.
 
 agent-actors gets every workload (echo at each level, cancel probes, keystroke completion with
-the stand-in and with the reference endpoints, prepare); its TypeScript client gets echo and the
+the stand-in and, at each level of typists, with the reference endpoints, prepare; only the
+keystroke levels with ``--only keystroke``); its TypeScript client gets echo and the
 cancel probes against a server of its own; each peer gets the echo workload. Echo phases that
 other programs disturbed are run again (see :func:`_undisturbed_phase`).
 """
@@ -20,6 +21,7 @@ from bench import _load_typescript as typescript
 from bench._common import BenchError, progress, server_process
 from bench._load_generator import ServerMonitor, find_child, run_phase, split_concurrency
 from bench._load_jobs import Job, require_loopback
+from bench._load_levels import run_keystroke_levels
 from bench._load_ours import setup_server
 from bench._load_profile import Recording, summarize_collapsed
 from bench._load_report import PAYLOADS
@@ -151,7 +153,8 @@ def run_ours(report: dict[str, Any], settings: LoadSettings, tmp: str) -> None:
         address = require_loopback(addresses[0])
         monitor = ServerMonitor(find_child(argv))
         agents, served = trio.run(setup_server, address, settings.agents, str(settings.cwd))
-        for stack in ECHO_CALLS:
+        everything = settings.only is None
+        for stack in ECHO_CALLS if everything else ():
             _run_echo(report, stack, address, monitor, settings, agents)
         base = Job(
             stack="ours",
@@ -162,22 +165,18 @@ def run_ours(report: dict[str, Any], settings: LoadSettings, tmp: str) -> None:
             key_interval=settings.key_interval,
             handler_seconds=settings.handler_seconds,
         )
-        _run_cancel(report, settings, base, monitor, agents, key="cancel")
-        _run_keystroke(
-            report, settings, base, monitor, served, calls=settings.completion, key="keystroke"
-        )
-        if settings.completion != REAL_COMPLETION:
-            # Once the reference endpoints are served, measure them as well as the stand-in.
+        if everything:
+            _run_cancel(report, settings, base, monitor, agents, key="cancel")
             _run_keystroke(
-                report,
-                settings,
-                base,
-                monitor,
-                served,
-                calls=REAL_COMPLETION,
-                key="keystrokeReferences",
+                report, settings, base, monitor, served, calls=settings.completion, key="keystroke"
             )
-        _run_prepare(report, settings, base, monitor, served, sources)
+        # The reference completion at every level of typists; its first level is also the
+        # report's ``keystrokeReferences`` (once the reference endpoints are served).
+        levels = run_keystroke_levels(report, settings, base, monitor, served)
+        if levels and everything and settings.completion != REAL_COMPLETION:
+            report["keystrokeReferences"] = levels[0]
+        if everything:
+            _run_prepare(report, settings, base, monitor, served, sources)
 
 
 def _place_sources(
@@ -215,9 +214,10 @@ def _run_keystroke(
     if missing:
         report[key] = {"skipped": f"the server does not serve {', '.join(missing)}"}
         return
-    shares = split_concurrency(settings.typists, settings.processes)
+    typists = settings.typists[0]
+    shares = split_concurrency(typists, settings.processes)
     progress(
-        f"ours: keystroke ({', '.join(calls)}), {settings.typists} typists, "
+        f"ours: keystroke ({', '.join(calls)}), {typists} typists, "
         f"{settings.keystroke_duration:g} s"
     )
     jobs = [
@@ -233,7 +233,7 @@ def _run_keystroke(
     ]
     report[key] = {
         "completionCalls": list(calls),
-        "typists": settings.typists,
+        "typists": typists,
         "keyIntervalSeconds": list(settings.key_interval),
         "handlerSeconds": list(settings.handler_seconds),
         **run_phase(jobs, monitor),

@@ -40,9 +40,16 @@ class LoadSettings:
     #: and cancel probes against a server of its own, skipped with the reason when Node.js or
     #: the client's build is missing.
     typescript: bool = True
-    #: Simulated typists for the keystroke workload, spread over the processes.
-    typists: int = 64
+    #: Simulated typists for the keystroke workload, spread over the processes: one phase of
+    #: the reference completion per level (``keystrokeLevels``); the stand-in runs at the first.
+    typists: tuple[int, ...] = (64,)
+    #: Seconds per keystroke phase (the overload levels of issue 23 use 60).
     keystroke_duration: float = 6.0
+    #: ``"keystroke"``: only agent-actors' keystroke levels (no echo, cancel probes, stand-in
+    #: keystroke or prepare; no peers, no TypeScript client); ``None``: every workload.
+    only: str | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.in_(("keystroke",)))
+    )
     key_interval: tuple[float, float] = (0.04, 0.2)
     handler_seconds: tuple[float, float] = (0.0, 0.25)
     #: What each keystroke sends (names in ``bench._load_workloads.CALLS``).
@@ -72,13 +79,14 @@ class LoadSettings:
 
     @classmethod
     def quick_run(cls) -> LoadSettings:
-        """A smoke run of under 30 s: one level, short phases, every stack, no 64 KiB echo."""
+        """A smoke run of under 30 s: one echo level, two tiny keystroke levels, short phases,
+        every stack, no 64 KiB echo."""
         return cls(
             in_flight=(8,),
             in_flight_large=(),
             duration=0.4,
-            typists=8,
-            keystroke_duration=0.6,
+            typists=(4, 8),
+            keystroke_duration=0.5,
             cancel_duration=0.5,
             warmup_calls=10,
             target_in_flight=8,

@@ -2,13 +2,14 @@
 
 ``python -m bench.load [--quick] [--transport tcp|ipc] [--processes N] [--in-flight 1,8,...
 | --per-process M,...] [--agents K] [--duration S] [--peers raw,zerorpc,grpc,rpyc,pyro5]
-[--no-typescript] [--sessions-from DIR] [--time-limit S] [--out PATH]`` (``--help`` lists
-every option)
+[--no-typescript] [--sessions-from DIR] [--typists 64,128,256] [--keystroke-duration S]
+[--only keystroke] [--time-limit S] [--out PATH]`` (``--help`` lists every option)
 
 One server at a time (agent-actors, then again for its TypeScript client, then each peer) runs
 in its own process on loopback; the load comes from N client processes with M calls in flight
 each, spread over K agents. Workloads: echo of 64 B and 64 KiB (every stack), keystroke-rate
-completion with latest-wins cancellation, prepare over real DSH session logs, and
+completion with latest-wins cancellation (the reference completion at each level of typists,
+with goodput and recovery: issue 23's overload levels), prepare over real DSH session logs, and
 cancel-to-quiescence probes, idle and under load (from the Python and the TypeScript client).
 ``docs/benchmarks.md`` explains every number.
 """
@@ -94,6 +95,9 @@ def run_load(
             "agents": settings.agents,
             "durationSeconds": settings.duration,
             "targetInFlight": settings.target_in_flight,
+            "typists": list(settings.typists),
+            "keystrokeDurationSeconds": settings.keystroke_duration,
+            "only": settings.only,
             "settings": config,
         },
         "machine": machine_info(),
@@ -118,7 +122,9 @@ def run_load(
         "echo": {
             key: {
                 "payloadBytes": size,
-                "inFlight": list(settings.in_flight if key == "64B" else settings.in_flight_large),
+                "inFlight": []
+                if settings.only
+                else list(settings.in_flight if key == "64B" else settings.in_flight_large),
                 "stacks": {},
             }
             for key, size in PAYLOADS.items()
@@ -136,6 +142,9 @@ def run_load(
         }
     with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp, time_limit(settings.time_limit):
         for name, stack in report["stacks"].items():
+            if name == "oursAsync" and settings.only:
+                stack |= {"status": "skipped", "reason": f"--only {settings.only}"}
+                continue
             if name == "oursAsync":
                 # Measured by run_ours against the same server as ``ours``.
                 stack["status"] = report["stacks"]["ours"]["status"]
@@ -182,7 +191,7 @@ def _levels(text: str) -> tuple[int, ...]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected numbers like 1,8,128, got {text!r}") from None
     if not levels or any(n < 1 for n in levels):
-        raise argparse.ArgumentTypeError("calls in flight must be positive")
+        raise argparse.ArgumentTypeError("every level must be positive")
     return tuple(sorted(set(levels)))
 
 
@@ -240,7 +249,25 @@ def _parser() -> argparse.ArgumentParser:
         "probes; built with npm when dist/ is missing or stale, skipped without Node.js "
         "(default on)",
     )
-    add("--typists", type=int, help="simulated typists (default 64)")
+    add(
+        "--typists",
+        type=_levels,
+        metavar="T,...",
+        help="simulated typists: one keystroke phase with fileReferences/list + candidates per "
+        "level, e.g. 64,128,256 (default 64; the stand-in runs at the first level)",
+    )
+    add(
+        "--keystroke-duration",
+        type=float,
+        metavar="S",
+        help="seconds per keystroke phase (default 6; issue 23's overload levels use 60)",
+    )
+    add(
+        "--only",
+        choices=("keystroke",),
+        help="keystroke: only agent-actors' keystroke levels (no echo, cancel probes, stand-in, "
+        "prepare, peers or TypeScript client)",
+    )
     add(
         "--completion",
         type=_names,
@@ -271,13 +298,22 @@ _FIELDS = (
     "peers",
     "typescript",
     "typists",
+    "keystroke_duration",
+    "only",
     "completion",
     "target_in_flight",
     "profile",
     "retries",
     "time_limit",
 )
-_POSITIVE = ("processes", "duration", "agents", "typists", "target_in_flight", "time_limit")
+_POSITIVE = (
+    "processes",
+    "duration",
+    "agents",
+    "keystroke_duration",
+    "target_in_flight",
+    "time_limit",
+)
 
 
 def _settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> LoadSettings:
@@ -301,6 +337,9 @@ def _settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Load
         parser.error(f"--completion takes names among {', '.join(CALLS)}")
     if "in_flight" in changes and "target_in_flight" not in changes:
         changes["target_in_flight"] = 128 if 128 in changes["in_flight"] else max(args.in_flight)
+    if changes.get("only"):
+        # The other stacks only run echo and cancel probes.
+        changes |= {"peers": (), "typescript": False, "profile": ()}
     if args.sessions_from is not None:
         changes["sessions_from"] = (
             None if args.sessions_from == "none" else Path(args.sessions_from)
