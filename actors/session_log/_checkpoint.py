@@ -18,18 +18,7 @@ from __future__ import annotations
 from actors.session_log._surface import SurfaceFolder
 from actors.session_log._title_fold import TitleFold
 
-__all__ = ["Checkpoint", "copy_folder"]
-
-
-def copy_folder(folder: SurfaceFolder) -> SurfaceFolder:
-    """An independent copy of a fold (its state is a few lists of seqs; the store has the same
-    copy, `actors.store._events.copy_folder`, which this package cannot import)."""
-    clone = SurfaceFolder()
-    clone._nodes = list(folder._nodes)
-    clone._count = folder._count
-    clone._replacements = list(folder._replacements)
-    clone._tool_results = dict(folder._tool_results)
-    return clone
+__all__ = ["Checkpoint"]
 
 
 class Checkpoint:
@@ -57,7 +46,7 @@ class Checkpoint:
     def before_replacement(self, folder: SurfaceFolder) -> None:
         """Call before a replacement is folded into a fold changed in place."""
         if self._mark is not None and self._folder is None:
-            self._folder = _cut(copy_folder(folder), self._mark)
+            self._folder = _cut(folder.copy(), self._mark)
 
     def clear(self) -> None:
         """The batch is durable: nothing to go back to."""

@@ -104,6 +104,15 @@ class SurfaceFolder:
         # Current surface tool/result events by seq, for the rewrite rule.
         self._tool_results: dict[int, Mapping[str, Any]] = {}
 
+    def copy(self) -> SurfaceFolder:
+        """An independent copy (the fold's state is a few lists of seqs)."""
+        clone = SurfaceFolder()
+        clone._nodes = list(self._nodes)
+        clone._count = self._count
+        clone._replacements = list(self._replacements)
+        clone._tool_results = dict(self._tool_results)
+        return clone
+
     @property
     def nodes(self) -> tuple[int, ...]:
         """Current surface seqs."""

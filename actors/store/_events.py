@@ -29,7 +29,6 @@ __all__ = [
     "AppendRejectedError",
     "EventInput",
     "check_batch",
-    "copy_folder",
     "record_event",
     "title_event",
 ]
@@ -92,20 +91,6 @@ def record_event(item: EventInput, seq: int, time_ms: int) -> dict[str, Any]:
     return recorded
 
 
-def copy_folder(folder: SurfaceFolder) -> SurfaceFolder:
-    """An independent copy of a surface fold (the fold state is a few lists of seqs).
-
-    `SurfaceFolder` has no copy method; this reaches into its four slots, and a test pins that
-    the copy and the original evolve independently.
-    """
-    clone = SurfaceFolder()
-    clone._nodes = list(folder._nodes)
-    clone._count = folder._count
-    clone._replacements = list(folder._replacements)
-    clone._tool_results = dict(folder._tool_results)
-    return clone
-
-
 def check_batch(
     items: Sequence[EventInput],
     folder: SurfaceFolder,
@@ -134,7 +119,7 @@ def check_batch(
         AppendRejectedError: the first event that breaks a rule, with its index among
             ``items``.
     """
-    fold = copy_folder(folder)
+    fold = folder.copy()
     recorded: list[dict[str, Any]] = []
     for item in prefix:
         event = record_event(item, fold.next_seq, time_ms)

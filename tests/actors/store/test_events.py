@@ -11,7 +11,6 @@ from actors.store._events import (
     AppendRejectedError,
     EventInput,
     check_batch,
-    copy_folder,
     record_event,
     title_event,
 )
@@ -27,13 +26,13 @@ def user(message_id: str, text: str = "hi") -> dict[str, Any]:
     }
 
 
-def test_copy_folder_evolves_independently() -> None:
+def test_a_copied_fold_evolves_independently() -> None:
     """Applying events to a copy leaves the original fold exactly as it was, and vice versa."""
     folder = SurfaceFolder()
     folder.apply(
         record_event(EventInput(type="user/message", data=user("a"), surface_op="append"), 0, 1)
     )
-    clone = copy_folder(folder)
+    clone = folder.copy()
     clone.apply(
         record_event(EventInput(type="user/message", data=user("b"), surface_op="append"), 1, 1)
     )
