@@ -43,7 +43,9 @@ class Encoded:
             decode(frame, max_frame_bytes=len(frame))
         except (LocalProtocolError, RemoteProtocolError) as exc:
             raise ValueError(f"not a protocol value: {exc}") from None
-        return cls(pack(value))
+        split = split_result(frame)
+        assert split is not None  # a result frame that decoded
+        return cls(split[1])
 
 
 # A result frame up to its id, and the value's key: ``_result_map`` in msgpack, key by key.

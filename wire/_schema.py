@@ -33,7 +33,7 @@ import attrs
 
 from wire._constraints import Range
 from wire._marks import is_typed_dict, named_in, typed_dict_fields
-from wire._shapes import WIRE_NAME, camel_case
+from wire._shapes import field_wire_name
 
 __all__ = ["DIALECT", "SchemaBuilder", "codes_of"]
 
@@ -150,9 +150,7 @@ class SchemaBuilder:
             hint = hints[field.name]
             if field.default is None:
                 hint = _without_none(hint)
-            override = field.metadata.get(WIRE_NAME)
-            name = override if isinstance(override, str) else camel_case(field.alias or field.name)
-            fields.append((name, hint, field.default is attrs.NOTHING, ""))
+            fields.append((field_wire_name(field), hint, field.default is attrs.NOTHING, ""))
         return self.object_of(fields, title=cls.__name__) | _description(cls)
 
     def _typed_dict(self, cls: type) -> dict[str, Any]:

@@ -30,6 +30,7 @@ __all__ = [
     "camel_case",
     "converter_for",
     "describe_type",
+    "field_wire_name",
     "unstructure",
     "unstructure_default",
 ]
@@ -61,7 +62,8 @@ def camel_case(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-def _field_wire_name(field: attrs.Attribute[Any]) -> str:
+def field_wire_name(field: attrs.Attribute[Any]) -> str:
+    """An attrs field's name on the wire: ``metadata[WIRE_NAME]``, else its camelCase."""
     override = field.metadata.get(WIRE_NAME)
     return override if isinstance(override, str) else camel_case(field.alias or field.name)
 
@@ -70,7 +72,7 @@ def unstructure_default(value: Any) -> Any:
     """msgpack ``default`` hook: attrs instances become maps, enums their values."""
     if attrs.has(type(value)):
         return {
-            _field_wire_name(f): getattr(value, f.name)
+            field_wire_name(f): getattr(value, f.name)
             for f in attrs.fields(type(value))
             if not _is_omitted(f, getattr(value, f.name))
         }
@@ -284,7 +286,7 @@ def _attrs_class(cls: type) -> Converter:
     hints = typing.get_type_hints(cls, include_extras=True)
     plan = [
         (
-            _field_wire_name(f),
+            field_wire_name(f),
             f.alias or f.name,
             converter_for(hints[f.name]),
             f.default is attrs.NOTHING,
@@ -382,7 +384,7 @@ def describe_record(cls: type) -> dict[str, str]:
             for key, hint, required in typed_dict_fields(cls)
         }
     hints = typing.get_type_hints(cls, include_extras=True)
-    return {_field_wire_name(f): describe_type(hints[f.name]) for f in attrs.fields(cls)}
+    return {field_wire_name(f): describe_type(hints[f.name]) for f in attrs.fields(cls)}
 
 
 def records_in(annotation: Any) -> list[type]:
