@@ -20,14 +20,15 @@ from bench._load_levels_report import level_entry, summarize_levels
 from bench._load_settings import LoadSettings
 from bench._load_workloads import REAL_COMPLETION, missing_endpoints
 
-__all__ = ["level_jobs", "run_keystroke_levels"]
+__all__ = ["keystroke_jobs", "level_jobs", "run_keystroke_levels"]
 
 
-def level_jobs(base: Job, settings: LoadSettings, typists: int) -> list[Job]:
-    """The processes of one level: the typists spread over ``settings.processes``, then the
-    recovery probe."""
-    calls = REAL_COMPLETION
-    jobs = [
+def keystroke_jobs(
+    base: Job, settings: LoadSettings, typists: int, calls: tuple[str, ...]
+) -> list[Job]:
+    """The keystroke processes: ``typists`` spread over ``settings.processes``, each keystroke
+    sending ``calls`` (``base`` carries the key interval)."""
+    return [
         attrs.evolve(
             base,
             workload="keystroke",
@@ -35,10 +36,15 @@ def level_jobs(base: Job, settings: LoadSettings, typists: int) -> list[Job]:
             concurrency=m,
             calls=calls,
             duration=settings.keystroke_duration,
-            key_interval=settings.key_interval,
         )
         for i, m in enumerate(split_concurrency(typists, settings.processes))
     ]
+
+
+def level_jobs(base: Job, settings: LoadSettings, typists: int) -> list[Job]:
+    """The processes of one level: the typists spread over ``settings.processes``, then the
+    recovery probe."""
+    jobs = keystroke_jobs(base, settings, typists, REAL_COMPLETION)
     probe = attrs.evolve(
         base,
         workload="recovery-probe",

@@ -21,7 +21,7 @@ from bench import _load_typescript as typescript
 from bench._common import BenchError, progress, server_process
 from bench._load_generator import ServerMonitor, find_child, run_phase, split_concurrency
 from bench._load_jobs import Job, require_loopback
-from bench._load_levels import run_keystroke_levels
+from bench._load_levels import keystroke_jobs, run_keystroke_levels
 from bench._load_ours import setup_server
 from bench._load_profile import Recording, summarize_collapsed
 from bench._load_report import PAYLOADS
@@ -215,22 +215,11 @@ def _run_keystroke(
         report[key] = {"skipped": f"the server does not serve {', '.join(missing)}"}
         return
     typists = settings.typists[0]
-    shares = split_concurrency(typists, settings.processes)
     progress(
         f"ours: keystroke ({', '.join(calls)}), {typists} typists, "
         f"{settings.keystroke_duration:g} s"
     )
-    jobs = [
-        attrs.evolve(
-            base,
-            workload="keystroke",
-            worker=i,
-            concurrency=m,
-            calls=calls,
-            duration=settings.keystroke_duration,
-        )
-        for i, m in enumerate(shares)
-    ]
+    jobs = keystroke_jobs(base, settings, typists, calls)
     report[key] = {
         "completionCalls": list(calls),
         "typists": typists,
