@@ -20,9 +20,22 @@ from wire import (
     Registry,
     Server,
     UnavailableError,
+    WireError,
 )
 
-__all__ = ["RawPeer", "Relay", "registry", "settle", "start", "wait_for"]
+__all__ = ["Done", "RawPeer", "Relay", "registry", "settle", "start", "wait_for"]
+
+
+class Done:
+    """Records every on_done call; ``event`` is set by the first."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, WireError | None]] = []
+        self.event = trio.Event()
+
+    def __call__(self, value: Any, error: WireError | None) -> None:
+        self.calls.append((value, error))
+        self.event.set()
 
 
 class Relay:

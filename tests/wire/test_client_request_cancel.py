@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import trio
 
-from tests.wire._detached_support import settle, start
+from tests.wire._detached_support import Done, settle, start
 from wire import (
     CallCancelledError,
     Cancel,
     CancelReason,
     Result,
-    WireError,
     decode,
     encode,
     open_client,
@@ -20,18 +17,6 @@ from wire import (
 from wire._client_protocol import Resolved
 from wire._server_protocol import CancelCall, StartCall
 from wire.testing import ProtocolPair
-
-
-class Done:
-    """Records every on_done call; ``event`` is set by the first."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[Any, WireError | None]] = []
-        self.event = trio.Event()
-
-    def __call__(self, value: Any, error: WireError | None) -> None:
-        self.calls.append((value, error))
-        self.event.set()
 
 
 def test_cancel_frame_keeps_the_call_and_its_late_result() -> None:

@@ -3,37 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import msgpack
 import pytest
 import trio
 import zmq
 
-from tests.wire._detached_support import settle, start
+from tests.wire._detached_support import Done, settle, start
 from wire import (
     CancelReason,
     PeerLostError,
     UnavailableError,
     UnknownEndpointError,
-    WireError,
     open_client,
 )
 from wire._codec import encode
 from wire._errors import DeadlineExceededError
 from wire._messages import Welcome
-
-
-class Done:
-    """Records every on_done call; ``event`` is set by the first."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[Any, WireError | None]] = []
-        self.event = trio.Event()
-
-    def __call__(self, value: Any, error: WireError | None) -> None:
-        self.calls.append((value, error))
-        self.event.set()
 
 
 async def test_start_call_reports_values_and_typed_errors(
