@@ -119,16 +119,19 @@ async def test_metrics_are_scraped_over_http_while_calls_run(tmp_path: Path, wor
             with trio.fail_after(60):
                 await exercise(address, tmp_path)
                 # Scraped while a call runs: the watcher's sleep, in flight until cancelled.
+                # Its agent is made first, so the only call of the watcher in flight is the sleep.
                 watching = trio.CancelScope()
+                sleeper = (await watcher.call("agents/create", {}))["agentId"]
 
                 async def watch() -> None:
                     with watching:
-                        agent = (await watcher.call("agents/create", {}))["agentId"]
-                        await watcher.call("diagnostics/sleep", {"agentId": agent, "seconds": 60})
+                        await watcher.call("diagnostics/sleep", {"agentId": sleeper, "seconds": 60})
 
                 nursery.start_soon(watch)
                 while not value(
-                    families((await http.get(url)).text), "agent_actors_calls_in_flight"
+                    families((await http.get(url)).text),
+                    "agent_actors_calls_in_flight",
+                    state="running",
                 ):
                     await trio.sleep(0.05)
                 # The cancelled sleep's terminal frame may trail its cancel a little.
