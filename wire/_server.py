@@ -93,6 +93,8 @@ class Server:
     ) -> None:
         self.registry = registry
         self._call_metrics = call_metrics
+        #: Whether calls are timed and counted, or logged: decided once per run, not per call.
+        self._observing = call_metrics is not None
         self.limits = limits or ServerLimits()
         self._protocol = ServerProtocol(self.limits)
         # A CURVE server's ZAP handler is bound in its socket's context, one per context: a
@@ -135,6 +137,7 @@ class Server:
         ``zmq.ZMQError`` before ``task_status.started``.
         """
         self._now = trio.lowlevel.current_clock().current_time
+        self._observing = self._call_metrics is not None or log.isEnabledFor(logging.DEBUG)
         security = self.security
         socket: zmq.Socket[bytes] = self._context.socket(
             zmq.ROUTER, socket_class=AuthenticatedSocket if security else zmq.Socket
@@ -322,7 +325,7 @@ class Server:
 
     def _start(self, record: CallRecord) -> None:
         self._calls_total += 1
-        if self._call_metrics is not None or log.isEnabledFor(logging.DEBUG):
+        if self._observing:
             record.received_at = self._now()
         call = record.call
         endpoint = self.registry.get(call.endpoint)
@@ -469,7 +472,7 @@ class Server:
             isinstance(outcome, Error) and outcome.code == ErrorCode.CANCELLED
         ):
             self._cancelled_total += 1
-        if self._call_metrics is not None or log.isEnabledFor(logging.DEBUG):
+        if self._observing:
             observe_call(self._call_metrics, record, outcome, self._now())
         frame = self._protocol.finish_call(record, outcome)
         if frame is not None:
