@@ -10,18 +10,19 @@ no server welcomed the client in time, ``deadline-exceeded`` when the call outli
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from actors.cli._addresses import check_endpoint, check_host
 from actors.cli._errors import EXIT_CALL_FAILED, CliError
 from actors.cli._hints import error_hints, needs_describe
 
-__all__ = ["CONNECT_TIMEOUT", "add_call_command", "parse_items", "run_call"]
+__all__ = ["CONNECT_TIMEOUT", "add_call_command", "call_once", "parse_items", "run_call"]
 
 #: How long a call waits for the server's welcome (at most ``--timeout``).
 CONNECT_TIMEOUT = 5.0
@@ -102,7 +103,17 @@ def run_call(args: argparse.Namespace) -> int:
     started = time.monotonic()
     outcome = "ok"
     try:
-        result = trio.run(_call, args, wire_args, security)
+        result = trio.run(
+            functools.partial(
+                call_once,
+                args,
+                args.method,
+                wire_args,
+                security,
+                name="agent-actors call",
+                explain=functools.partial(_server_error, args=args),
+            )
+        )
     except CliError as exc:
         outcome = str(exc.fields.get("code", "failed"))
         raise
@@ -123,8 +134,18 @@ def run_call(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _call(args: argparse.Namespace, wire_args: dict[str, Any], security: Any) -> Any:
-    """The call, under ``--timeout``; every failure becomes a :class:`CliError`."""
+async def call_once(
+    args: argparse.Namespace,
+    method: str,
+    wire_args: dict[str, Any],
+    security: Any,
+    *,
+    name: str,
+    explain: Callable[[Any, Any], Awaitable[CliError]] | None = None,
+) -> Any:
+    """One call to ``args.endpoint`` under ``args.timeout``; every failure becomes a
+    :class:`CliError`: no welcome, the deadline, or the server's error (through ``explain``,
+    which may add hints, else as it is)."""
     import trio
 
     from wire import UnavailableError, WireError, open_client
@@ -137,10 +158,7 @@ async def _call(args: argparse.Namespace, wire_args: dict[str, Any], security: A
                 lambda: check_host(args.endpoint, bind=False), abandon_on_cancel=True
             )
             async with open_client(
-                args.endpoint,
-                name="agent-actors call",
-                connect_timeout=connect_within,
-                security=security,
+                args.endpoint, name=name, connect_timeout=connect_within, security=security
             ) as client:
                 connected = True
                 log.debug(
@@ -148,9 +166,11 @@ async def _call(args: argparse.Namespace, wire_args: dict[str, Any], security: A
                     extra={"endpoint": args.endpoint, "peer_timeout_ms": _peer_timeout(client)},
                 )
                 try:
-                    return await client.call(args.method, wire_args)
+                    return await client.call(method, wire_args)
                 except WireError as exc:
-                    raise await _server_error(client, exc, args) from None
+                    if explain is None:
+                        raise _wire_error(exc, args, []) from None
+                    raise await explain(client, exc) from None
     except (trio.TooSlowError, UnavailableError) as exc:
         if not connected:
             raise _unreachable(args, connect_within, security is not None) from None
@@ -194,7 +214,7 @@ def _unreachable(args: argparse.Namespace, waited: float, secured: bool) -> CliE
     )
 
 
-async def _server_error(client: Any, exc: Any, args: argparse.Namespace) -> CliError:
+async def _server_error(client: Any, exc: Any, *, args: argparse.Namespace) -> CliError:
     """The server's error with its hints; fetches ``system/describe`` when they need it."""
     import trio
 

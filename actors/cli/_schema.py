@@ -29,8 +29,6 @@ from actors.cli._typescript import own_codes, render_typescript
 __all__ = ["FORMATS", "add_schema_command", "render_schema", "schema_document"]
 
 FORMATS = ("typescript", "jsonschema", "markdown")
-#: How long the command waits for the server's welcome (at most ``--timeout``).
-CONNECT_TIMEOUT = 5.0
 
 
 def add_schema_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -148,11 +146,13 @@ def run_schema(args: argparse.Namespace) -> int:
 
 def _fetch(args: argparse.Namespace) -> Any:
     """``system/describe`` of the server at ``--endpoint``; a failure is a :class:`CliError`."""
+    import functools
+
     import trio
 
     from actors._keys import KeyFileError, client_security
-    from actors.cli._addresses import check_endpoint, check_host
-    from wire import UnavailableError, WireError, open_client
+    from actors.cli._addresses import check_endpoint
+    from actors.cli._call import call_once
 
     if not (args.timeout > 0 and math.isfinite(args.timeout)):
         raise CliError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
@@ -161,56 +161,7 @@ def _fetch(args: argparse.Namespace) -> Any:
         security = client_security(args.server_key, args.key)
     except KeyFileError as exc:
         raise CliError(str(exc)) from None
-    connect_within = min(CONNECT_TIMEOUT, args.timeout)
-
-    async def fetch() -> Any:
-        connected = False
-        try:
-            with trio.fail_after(args.timeout):
-                await trio.to_thread.run_sync(lambda: check_host(args.endpoint, bind=False))
-                async with open_client(
-                    args.endpoint,
-                    name="agent-actors schema",
-                    connect_timeout=connect_within,
-                    security=security,
-                ) as client:
-                    connected = True
-                    return await client.call("system/describe", {})
-        except (trio.TooSlowError, UnavailableError) as exc:
-            if not connected:
-                raise CliError(
-                    f"unavailable: no server answered at {args.endpoint} within "
-                    f"{connect_within:g} s (no welcome)",
-                    status=EXIT_CALL_FAILED,
-                    prefixed=False,
-                    hints=[
-                        f"is `agent-actors serve --endpoint {args.endpoint}` running?",
-                        "a server started with --curve answers only clients that pass "
-                        "--server-key and --key",
-                    ],
-                    fields={"code": "unavailable", "endpoint": args.endpoint},
-                ) from None
-            if isinstance(exc, WireError):
-                raise _wire_error(exc) from None
-            raise CliError(
-                f"deadline-exceeded: no reply within {args.timeout:g} s",
-                status=EXIT_CALL_FAILED,
-                prefixed=False,
-                hints=["--timeout SECONDS allows a longer wait"],
-                fields={"code": "deadline-exceeded", "endpoint": args.endpoint},
-            ) from None
-        except WireError as exc:
-            raise _wire_error(exc) from None
-        except OSError as exc:  # zmq.ZMQError: ZeroMQ refused the endpoint after all
-            raise CliError(f"cannot connect to {args.endpoint}: {exc}") from None
-
-    return trio.run(fetch)
-
-
-def _wire_error(exc: Any) -> CliError:
-    return CliError(
-        f"{exc.code.value}: {exc.message}",
-        status=EXIT_CALL_FAILED,
-        prefixed=False,
-        fields={"code": exc.code.value},
+    fetch = functools.partial(
+        call_once, args, "system/describe", {}, security, name="agent-actors schema"
     )
+    return trio.run(fetch)
