@@ -83,20 +83,17 @@ def add_sessions_command(commands: argparse._SubParsersAction[argparse.ArgumentP
 
 
 def run_import(args: argparse.Namespace) -> int:
-    import platformdirs
-
-    from actors._store_services import CACHE_NAME, SESSIONS_DIR
+    from actors._store_services import SESSIONS_DIR
+    from actors.cli._data import default_data_dir, open_data_cache
     from actors.store import (
         ProgressBar,
-        ProjectionCache,
         ProjectionCacheError,
         find_session_logs,
         import_session_logs,
         render_import_summary,
     )
 
-    # serve's default (`_serving.default_data_dir`, which imports this module for its warning)
-    data = args.data or Path(platformdirs.user_data_dir("agent-actors"))
+    data = args.data if args.data is not None else default_data_dir()
     try:
         sources = find_session_logs(args.paths)
     except FileNotFoundError as exc:
@@ -104,11 +101,7 @@ def run_import(args: argparse.Namespace) -> int:
     if not sources:
         given = ", ".join(str(path) for path in args.paths)
         raise CliError(f"no DSH session logs (*.jsonl, *.jsonl.zstd) found in {given}")
-    try:
-        data.mkdir(parents=True, exist_ok=True)
-        cache = ProjectionCache.open(data / CACHE_NAME)
-    except (OSError, ProjectionCacheError) as exc:
-        raise CliError(f"cannot open the cache: {exc}") from None
+    cache = open_data_cache(data)
     try:
         summary = import_session_logs(sources, data / SESSIONS_DIR, cache, progress=ProgressBar())
     except (OSError, ProjectionCacheError) as exc:

@@ -24,13 +24,11 @@ def add_index_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def run_index(args: argparse.Namespace) -> int:
-    from actors._store_services import CACHE_NAME
+    from actors.cli._data import default_data_dir, open_data_cache
     from actors.cli._import import no_sessions_error
-    from actors.cli._serving import default_data_dir
     from actors.store import (
         IndexingError,
         ProgressBar,
-        ProjectionCache,
         ProjectionCacheError,
         has_session_logs,
         index_sessions,
@@ -40,12 +38,7 @@ def run_index(args: argparse.Namespace) -> int:
     if args.sessions.is_dir() and not has_session_logs(args.sessions):
         # Not a DSH sessions home (a missing folder is the indexer's one-line refusal).
         raise no_sessions_error(args.sessions)
-    data = args.data if args.data is not None else default_data_dir()
-    try:
-        data.mkdir(parents=True, exist_ok=True)
-        cache = ProjectionCache.open(data / CACHE_NAME)
-    except (OSError, ProjectionCacheError) as exc:
-        raise CliError(f"cannot open the cache: {exc}") from None
+    cache = open_data_cache(args.data if args.data is not None else default_data_dir())
     try:
         summary = index_sessions(args.sessions, cache, progress=ProgressBar())
     except (OSError, IndexingError, ProjectionCacheError) as exc:

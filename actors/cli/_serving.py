@@ -14,18 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from actors.cli._addresses import bind_failure, check_bind_path, check_endpoint, check_host
+from actors.cli._data import default_data_dir
 from actors.cli._errors import CliError, leaves
 
-__all__ = ["DEFAULT_ENDPOINT", "add_serve_command", "default_data_dir", "run_serve"]
+__all__ = ["DEFAULT_ENDPOINT", "add_serve_command", "run_serve"]
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:7555"
-
-
-def default_data_dir() -> Path:
-    """The data directory when ``--data`` is not given: under the XDG data home."""
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("agent-actors"))
 
 
 def add_serve_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
