@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterable
@@ -28,7 +27,7 @@ import trio
 from actors._serve import READY_LINE
 from actors.session_log._reader import load_session
 from tests._disks import fill, free, read_only, tmpfs
-from tests.actors.cluster._cluster import SHARDS, Cluster, user_message
+from tests.actors.cluster._cluster import SHARDS, Cluster, kill_cluster, user_message
 from tests.actors.cluster.test_crash_recovery import agents_on
 from wire import UnavailableError, WireError, open_client
 
@@ -68,15 +67,7 @@ async def serving(tmp_path: Path, data: Path, workers: int) -> AsyncIterator[str
         assert await cluster.stop() == 0
     finally:
         with trio.CancelScope(shield=True):
-            pids = cluster.worker_pids()
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
-            for pid in pids.values():
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            pids = await kill_cluster(cluster)
             with trio.move_on_after(10):  # gone before the caller unmounts their disk
                 while _alive(pids.values()):
                     await trio.sleep(0.05)

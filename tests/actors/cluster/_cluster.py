@@ -132,12 +132,18 @@ async def running_cluster(
         yield cluster
     finally:
         with trio.CancelScope(shield=True):
-            pids = cluster.worker_pids()
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
-            for pid in pids.values():
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            await kill_cluster(cluster)
+
+
+async def kill_cluster(cluster: Cluster) -> dict[str, int]:
+    """SIGKILL the supervisor, then every worker it had; their pids by worker id."""
+    pids = cluster.worker_pids()
+    if cluster.process.returncode is None:
+        cluster.process.kill()
+        await cluster.process.wait()
+    for pid in pids.values():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return pids
