@@ -15,6 +15,7 @@ import { parseArgs } from "node:util";
 
 import { connect } from "../src/index.js";
 import { cancelToQuiescence, sleep } from "./probe.js";
+import { nearestRank, numberOption } from "./shared.js";
 
 interface Options {
   readonly endpoint: string;
@@ -32,31 +33,21 @@ function readOptions(): Options {
       agent: { type: "string" },
     },
   });
-  const number = (name: string, text: string, min: number): number => {
-    const value = Number(text);
-    if (!Number.isFinite(value) || value < min) {
-      throw new Error(`--${name} must be a number >= ${min}, got ${JSON.stringify(text)}`);
-    }
-    return value;
-  };
   if (values.endpoint === undefined) {
     throw new Error("--endpoint is required (e.g. ipc:///tmp/agent-actors.sock)");
   }
   return {
     endpoint: values.endpoint,
-    cancels: Math.floor(number("cancels", values.cancels, 1)),
-    settle: number("settle", values.settle, 0),
+    cancels: Math.floor(numberOption("cancels", values.cancels, 1)),
+    settle: numberOption("settle", values.settle, 0),
     agent: values.agent,
   };
 }
 
 /** Nearest-rank percentile of sorted nanoseconds, in microseconds. */
 function percentileUs(sorted: readonly number[], p: number): number | null {
-  if (sorted.length === 0) {
-    return null;
-  }
-  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return Math.round(sorted[index] ?? 0) / 1000;
+  const value = nearestRank(sorted, p);
+  return value === null ? null : Math.round(value) / 1000;
 }
 
 async function main(): Promise<number> {

@@ -13,6 +13,7 @@ import { parseArgs } from "node:util";
 import { performance } from "node:perf_hooks";
 
 import { type Client, connect, type WireMap } from "../src/index.js";
+import { nearestRank, numberOption } from "./shared.js";
 
 interface Options {
   readonly endpoint: string;
@@ -36,22 +37,15 @@ function readOptions(): Options {
       raw: { type: "boolean", default: false },
     },
   });
-  const number = (name: string, text: string, min: number): number => {
-    const value = Number(text);
-    if (!Number.isFinite(value) || value < min) {
-      throw new Error(`--${name} must be a number >= ${min}, got ${JSON.stringify(text)}`);
-    }
-    return value;
-  };
   if (values.endpoint === undefined) {
     throw new Error("--endpoint is required (e.g. ipc:///tmp/agent-actors.sock)");
   }
   return {
     endpoint: values.endpoint,
-    inFlight: Math.floor(number("in-flight", values["in-flight"], 1)),
-    seconds: number("seconds", values.seconds, 0.1),
-    warmup: number("warmup", values.warmup, 0),
-    payloadBytes: Math.floor(number("payload-bytes", values["payload-bytes"], 0)),
+    inFlight: Math.floor(numberOption("in-flight", values["in-flight"], 1)),
+    seconds: numberOption("seconds", values.seconds, 0.1),
+    warmup: numberOption("warmup", values.warmup, 0),
+    payloadBytes: Math.floor(numberOption("payload-bytes", values["payload-bytes"], 0)),
     agent: values.agent,
     raw: values.raw,
   };
@@ -92,11 +86,8 @@ async function drive(
 }
 
 function percentile(sorted: readonly number[], p: number): number | null {
-  if (sorted.length === 0) {
-    return null;
-  }
-  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return Math.round((sorted[index] ?? 0) * 1000) / 1000;
+  const value = nearestRank(sorted, p);
+  return value === null ? null : Math.round(value * 1000) / 1000;
 }
 
 async function main(): Promise<number> {
