@@ -148,7 +148,7 @@ class EndpointSpec:
             "errors": self.error_codes,
             "schema": {
                 "args": schemas.object_of(
-                    [(p.wire_name, p.annotation, p.required, "") for p in self.params]
+                    [(p.wire_name, p.annotation, p.required) for p in self.params]
                 ),
                 "result": schemas.schema(self.result),
                 **({"errors": schemas.schema(self.errors)} if self.errors is not None else {}),

@@ -101,16 +101,11 @@ class SchemaBuilder:
         raise TypeError(f"no JSON Schema for annotation {annotation!r}")
 
     def object_of(
-        self, fields: Sequence[tuple[str, Any, bool, str]], *, title: str = ""
+        self, fields: Sequence[tuple[str, Any, bool]], *, title: str = ""
     ) -> dict[str, Any]:
-        """An object schema from ``(name, annotation, required, description)`` fields."""
-        properties: dict[str, Any] = {}
-        required: list[str] = []
-        for name, annotation, is_required, description in fields:
-            schema = self.schema(annotation)
-            properties[name] = {**schema, "description": description} if description else schema
-            if is_required:
-                required.append(name)
+        """An object schema from ``(name, annotation, required)`` fields."""
+        properties = {name: self.schema(annotation) for name, annotation, _ in fields}
+        required = [name for name, _, is_required in fields if is_required]
         out: dict[str, Any] = {"type": "object", "properties": properties}
         if required:
             out["required"] = required
@@ -150,12 +145,11 @@ class SchemaBuilder:
             hint = hints[field.name]
             if field.default is None:
                 hint = _without_none(hint)
-            fields.append((field_wire_name(field), hint, field.default is attrs.NOTHING, ""))
+            fields.append((field_wire_name(field), hint, field.default is attrs.NOTHING))
         return self.object_of(fields, title=cls.__name__) | _description(cls)
 
     def _typed_dict(self, cls: type) -> dict[str, Any]:
-        fields = [(key, hint, required, "") for key, hint, required in typed_dict_fields(cls)]
-        return self.object_of(fields, title=cls.__name__) | _description(cls)
+        return self.object_of(typed_dict_fields(cls), title=cls.__name__) | _description(cls)
 
 
 def codes_of(annotation: Any) -> list[str]:
