@@ -290,9 +290,7 @@ class _Workers:
 
     def own_endpoint(self) -> str:
         """The endpoint of one of this supervisor's live workers."""
-        ours = {worker.worker_id for worker in self.workers}
-        view = self.coordinator.current()
-        return next(m.endpoint for m in view.members if m.worker_id in ours)
+        return next(iter(self.own_endpoints()))
 
     async def stop(self) -> None:
         """SIGTERM every worker, wait for each to drain and exit (kill after the timeout)."""
