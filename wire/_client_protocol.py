@@ -99,13 +99,20 @@ class ClientProtocol:
         self._encoded: set[int] = set()
         self._next_id = 1
         self._last_heard = now
-        self._next_ping = now + self.heartbeat
+        self._next_ping = self._beat_after(now)
         self._ping = encode(Ping())
 
     def hello(self, now: float) -> bytes:
         """The hello frame; send it first, and again to start over after a loss."""
-        self._next_ping = now + self.heartbeat
+        self._next_ping = self._beat_after(now)
         return encode(Hello(name=self.name))
+
+    def _beat_after(self, now: float) -> float:
+        """The first multiple of the heartbeat interval at least a quarter interval after
+        ``now``: every client of a process pings on the same beats of its clock, so an idle
+        process with many connections wakes once per interval, not once per connection."""
+        beat = math.ceil(now / self.heartbeat) * self.heartbeat
+        return beat if beat - now >= self.heartbeat / 4 else beat + self.heartbeat
 
     def start_call(
         self,
@@ -204,6 +211,7 @@ class ClientProtocol:
                 self.heartbeat = message.heartbeat_ms / 1000
                 self.peer_timeout = message.peer_timeout_ms / 1000
                 self.max_frame_bytes = message.max_frame_bytes
+                self._next_ping = min(self._next_ping, self._beat_after(now))
                 self.state = ClientState.READY
                 return [Ready(message)]
             case Bye():
@@ -245,7 +253,7 @@ class ClientProtocol:
                 )
             )
         if now >= self._next_ping:
-            self._next_ping = now + self.heartbeat
+            self._next_ping = self._beat_after(now)
             frame = self._ping if self.state is ClientState.READY else self.hello(now)
             events.append(SendFrame(frame))
         return events

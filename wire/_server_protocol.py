@@ -51,6 +51,9 @@ __all__ = [
     "cancelled_error",
 ]
 
+#: Heartbeats of silence after which the server pings a peer (a client pings every one).
+_QUIET_HEARTBEATS = 1.5
+
 
 class Interrupted(enum.Enum):
     """How a handler ended when it did not produce a value or an error of its own."""
@@ -192,10 +195,8 @@ class ServerProtocol:
             case Pong():
                 return []
             case Hello():
-                # The client starts over (it thinks it lost us, or re-sent its hello before our
-                # welcome came): its calls are abandoned. Each still gets its one terminal
-                # frame, peer-lost, sent before the new welcome so that no client can take it for
-                # a call of the new session; a pipelining client learns its call was dropped.
+                # The client starts over: each abandoned call still gets its terminal frame
+                # (peer-lost), before the new welcome so none passes for the new session's.
                 abandoned = sorted(known.calls)
                 events = self._drop(known, "re-hello", discard_frames=False)
                 notices = [Send(peer, encode(_abandoned(call_id))) for call_id in abandoned]
@@ -359,19 +360,21 @@ class ServerProtocol:
         for peer in list(self._peers.values()):
             if heard_up_to - peer.last_seen > self.limits.peer_timeout:
                 events.extend(self._drop(peer, "heartbeat timeout"))
-            elif now >= peer.next_ping:
+            elif now >= self._ping_due(peer):
                 peer.next_ping = now + self.limits.heartbeat
-                # A peer heard from within the interval (its own ping, which gets a pong, or a
-                # call) knows we are alive: a ping would only double the idle traffic.
-                if now - peer.last_seen >= self.limits.heartbeat:
-                    events.append(Send(peer.identity, self._ping))
+                events.append(Send(peer.identity, self._ping))
         return events
+
+    def _ping_due(self, peer: _Peer) -> float:
+        # A peer that pings gets a pong, which tells it we are alive: a ping of ours on the
+        # same beat would double the idle traffic (and the wake-ups) for nothing.
+        return max(peer.next_ping, peer.last_seen + self.limits.heartbeat * _QUIET_HEARTBEATS)
 
     def next_due(self) -> float:
         """When :meth:`tick` next has work (a ping or a silence bound; ``inf``: no peers)."""
         timeout = self.limits.peer_timeout
         return min(
-            (min(p.next_ping, p.last_seen + timeout) for p in self._peers.values()),
+            (min(self._ping_due(p), p.last_seen + timeout) for p in self._peers.values()),
             default=math.inf,
         )
 
@@ -433,12 +436,10 @@ _SCALARS = frozenset((bytes, str, int, float, bool, type(None)))
 def _encode_reply(reply: Result | Error | EncodedResult) -> bytes:
     """Encode a terminal frame; a result the client could not decode becomes ``internal``.
 
-    msgpack writes some values the protocol forbids: a map key that is not a string ("Map keys
-    are strings, everywhere", ``docs/protocol.md`` § 2.1) encodes fine but makes the client's
-    strict decoder reject the whole frame, and the connection with it. So a result that holds
-    containers is decoded once more with the client's rules, and failing that, only this call
-    fails (§ 5.3 step 9: "the terminal frame becomes ``internal``").
-    """
+    msgpack writes a non-string map key (forbidden by ``docs/protocol.md`` § 2.1), and the
+    client's strict decoder would reject the frame and the connection with it. So a result with
+    containers is decoded once more with the client's rules; failing that, only this call fails
+    (§ 5.3 step 9)."""
     if isinstance(reply, EncodedResult):
         # Checked where it was encoded: the owner's server ran this function on it.
         return encode_encoded_result(reply.id, reply.value)

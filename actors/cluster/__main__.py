@@ -36,6 +36,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     worker.add_argument("--storage-mode", choices=STORAGE_MODES, default="local")
     worker.add_argument("--storage-id", help="the storage this worker sees (etcd only)")
     worker.add_argument("--io-threads", choices=IO_THREAD_POLICIES, default="normal")
+    worker.add_argument(
+        "--parent-pipe",
+        action="store_true",
+        help="stop when stdin reaches end of file (the supervisor holds its other end)",
+    )
     args = parser.parse_args(argv)
     try:
         placement = Placement.build(
@@ -74,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             writable=args.writable,
             placement=placement,
             on_ready=ready,
+            parent_pipe=args.parent_pipe,
         )
     )
     return 0

@@ -29,7 +29,9 @@ from wire import ArgumentsInvalidError, CallContext, Client, Endpoint, EndpointS
 __all__ = ["RemoteCoordinator", "coordinator_endpoints"]
 
 #: Longest a ``cluster/watch`` call waits before answering with an unchanged view (seconds).
-WATCH_WAIT = 5.0
+#: Long: the connection's heartbeats already tell both sides the other is alive, and each
+#: unchanged answer costs an idle cluster a full view's encoding and the worker's re-planning.
+WATCH_WAIT = 30.0
 
 _ERRORS: dict[str, type[CoordinatorError]] = {
     "lease-expired": LeaseExpiredError,

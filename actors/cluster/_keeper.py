@@ -224,7 +224,8 @@ async def _follow(
     clock: Callable[[], float],
     after_claim: Callable[[Claim], Awaitable[None]] | None = None,
 ) -> None:
-    """Watch the cluster and converge on the desired shards (retried every second)."""
+    """Watch the cluster and converge on the desired shards (retried every second until
+    settled, then on the next change)."""
     changed = trio.Event()
     latest: list[ClusterView] = []
 
@@ -242,18 +243,26 @@ async def _follow(
                 changed.set()
                 changed = trio.Event()
 
+    def may_claim() -> bool:
+        return holding.clock.may_claim(clock())
+
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watch)
+        converged: ClusterView | None = None
+        settled = False
         while True:
-            with trio.move_on_after(CONVERGE_RETRY):
+            if latest and latest[0] is not converged:
+                pass  # a view came while we converged on the one before
+            elif settled:
+                # Nothing to retry: an idle worker sleeps until the cluster changes.
                 await changed.wait()
+            else:
+                with trio.move_on_after(CONVERGE_RETRY):
+                    await changed.wait()
             if latest:
-
-                def may_claim() -> bool:
-                    return holding.clock.may_claim(clock())
-
-                await _converge(
-                    coordinator, gate, holding, latest[0], close_shard, may_claim, after_claim
+                converged = latest[0]
+                settled = await _converge(
+                    coordinator, gate, holding, converged, close_shard, may_claim, after_claim
                 )
 
 
@@ -265,7 +274,9 @@ async def _converge(
     close_shard: Callable[[int], Awaitable[None]],
     may_claim: Callable[[], bool],
     after_claim: Callable[[Claim], Awaitable[None]] | None = None,
-) -> None:
+) -> bool:
+    """Hand over the shards ``view`` no longer gives us and claim the free ones it does;
+    whether we then own exactly the desired shards (else the caller retries)."""
     lease = holding.lease
     desired = desired_shards(lease.worker_id, view)
     owned = gate.owned
@@ -276,19 +287,20 @@ async def _converge(
     for shard in sorted(desired - set(owned)):
         if view.owner(shard) is None:
             if not may_claim():
-                return  # no new claims while the lease is unconfirmed
+                return False  # no new claims while the lease is unconfirmed
             try:
                 granted = await coordinator.claim(lease, shard)
             except LeaseExpiredError:
                 holding.check.set()
-                return
+                return False
             except _UNANSWERED as exc:
                 log.warning("worker %s: claim of shard %d failed (%s)", lease.worker_id, shard, exc)
-                return  # retried on the next view or tick
+                return False  # retried on the next view or tick
             if granted is not None:
                 gate.own(granted)
                 if after_claim is not None:
                     await after_claim(granted)
+    return set(gate.owned) == desired
 
 
 async def _hand_over(

@@ -171,6 +171,7 @@ class _Workers:
             str(self.options.shard_count),
             "--ttl",
             str(self.options.ttl),
+            "--parent-pipe",
             *placement,
             *self.options.worker_args,
         ]
@@ -200,6 +201,8 @@ class _Workers:
     async def _run_once(self, worker: _Worker) -> None:
         process = await trio.lowlevel.open_process(
             self.command(worker),
+            # Never written: the worker stops at its end of file, when this process is gone.
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             start_new_session=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -216,6 +219,8 @@ class _Workers:
                 if process.returncode is None:
                     process.kill()
                     await process.wait()
+                if process.stdin is not None:
+                    await process.stdin.aclose()
                 self._forget(worker)
 
     async def _read_stdout(self, worker: _Worker, stream: trio.abc.ReceiveStream) -> None:

@@ -154,9 +154,13 @@ async def run_worker(
     writable: bool = False,
     placement: Placement | None = None,
     on_ready: Callable[[list[str]], None] | None = None,
+    parent_pipe: bool = False,
 ) -> None:
     """Serve as worker ``worker_id`` until SIGTERM or the supervisor's exit (a lost lease
     makes it fence itself and rejoin, see ``_keeper.py``).
+
+    ``parent_pipe``: stdin is a pipe whose other end only the supervisor holds, so its end of
+    file says the supervisor is gone (no timer wakes an idle worker to ask).
 
     ``placement`` is the host and storage it joins an etcd cluster as (default: local mode on
     this host's ``data_dir``)."""
@@ -240,9 +244,13 @@ async def run_worker(
                         return
 
                 async def watch_parent() -> None:
-                    # No event tells a child its parent died; polling getppid is the portable way.
-                    while os.getppid() == parent:  # noqa: ASYNC110
-                        await trio.sleep(_PARENT_CHECK)
+                    if parent_pipe:
+                        await _end_of_stdin()
+                    else:
+                        # No event tells a child its parent died: polling getppid is the
+                        # portable way when no pipe from the parent was handed over.
+                        while os.getppid() == parent:  # noqa: ASYNC110
+                            await trio.sleep(_PARENT_CHECK)
                     print(f"worker {worker_id}: supervisor gone", file=sys.stderr, flush=True)
                     stop.set()
 
@@ -259,3 +267,12 @@ async def run_worker(
                 keeper.cancel()
                 pool.close_all()
                 nursery.cancel_scope.cancel()
+
+
+async def _end_of_stdin() -> None:
+    """Until stdin reaches end of file; anything written to it is read and ignored."""
+    fd = sys.stdin.fileno()
+    while True:
+        await trio.lowlevel.wait_readable(fd)
+        if not os.read(fd, 4096):
+            return

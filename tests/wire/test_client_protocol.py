@@ -169,3 +169,23 @@ def test_next_due_is_the_next_ping_or_the_silence_bound(pair: ProtocolPair) -> N
     assert client.next_due() == pytest.approx(min(pair.now + client.heartbeat, pair.now + 2.5))
     client.close()
     assert client.next_due() == math.inf
+
+
+def test_clients_of_one_process_ping_on_the_same_beats() -> None:
+    """Pings fall on multiples of the heartbeat interval of the process's clock, so clients
+    started at different moments wake together; each interval stays between a quarter and
+    one and a quarter heartbeats, well inside the server's silence bound."""
+    from wire._client_protocol import ClientProtocol
+
+    def pings(start: float) -> list[float]:
+        client = ClientProtocol(now=start)
+        client.hello(start)
+        times, now = [], start
+        while len(times) < 3:
+            now = client.next_due()
+            if any(isinstance(e, SendFrame) for e in client.tick(now)):
+                times.append(now)
+        return times
+
+    assert pings(100.1) == pings(100.6) == pytest.approx([101.0, 102.0, 103.0])
+    assert pings(100.8) == pytest.approx([102.0, 103.0, 104.0])  # 1.0 would be too soon

@@ -288,10 +288,11 @@ class TestSupersede:
 
 class TestLiveness:
     def test_pings_when_due(self, proto: ServerProtocol) -> None:
-        """Each peer is pinged once per heartbeat interval."""
-        assert proto.tick(0.5) == []
-        assert sent(proto.tick(1.0)) == [Ping()]
-        assert proto.tick(1.5) == []
+        """A peer quiet for one and a half heartbeat intervals is pinged, then once per
+        interval while it stays quiet."""
+        assert proto.tick(1.0) == []
+        assert sent(proto.tick(1.5)) == [Ping()]
+        assert proto.tick(2.0) == []
 
     def test_silent_peer_is_dropped_and_its_calls_cancelled(self, proto: ServerProtocol) -> None:
         """A peer silent past peerTimeout is dropped; its calls are cancelled with peer-lost and
@@ -348,19 +349,21 @@ def test_peer_silence_counts_only_up_to_the_last_verified_read(proto: ServerProt
 def test_next_due_is_the_earliest_ping_or_silence_bound(proto: ServerProtocol) -> None:
     """The driver may sleep until ``next_due``: the next ping, then the peer's silence bound;
     with no peers there is nothing to wake for."""
-    assert proto.next_due() == 1.0
-    assert sent(proto.tick(1.0)) == [Ping()]
-    assert proto.next_due() == 2.0
-    proto.tick(2.0)
-    assert proto.next_due() == 2.5  # heard last at 0.0, timeout 2.5
+    assert proto.next_due() == 1.5
+    assert sent(proto.tick(1.5)) == [Ping()]
+    assert proto.next_due() == 2.5  # heard last at 0.0, timeout 2.5 (and the next ping)
     assert PeerDropped(PEER, "heartbeat timeout") in proto.tick(2.6)
     assert proto.next_due() == math.inf
 
 
 def test_a_peer_heard_within_the_interval_is_not_pinged(proto: ServerProtocol) -> None:
-    """At a heartbeat point the server pings only a peer it has not heard from for a whole
-    interval: a client's own ping (answered with a pong) already shows both sides alive."""
+    """The server pings only a peer it has not heard from for longer than an interval: a
+    client's own ping (answered with a pong) already shows both sides alive, so a client that
+    pings every interval is never pinged, even when its ping lands on the server's beat."""
     assert sent(proto.receive(PEER, encode(Ping()), now=0.9)) == [Pong()]
     assert sent(proto.tick(1.0)) == []
-    assert proto.next_due() == 2.0
-    assert sent(proto.tick(2.0)) == [Ping()]  # silent since 0.9
+    assert proto.next_due() == 2.4
+    for beat in (1.9, 2.9, 3.9):
+        assert sent(proto.tick(beat)) == []
+        assert sent(proto.receive(PEER, encode(Ping()), now=beat)) == [Pong()]
+    assert sent(proto.tick(5.4)) == [Ping()]  # silent since 3.9

@@ -101,3 +101,27 @@ async def test_sigkilled_worker_restarts_and_loses_no_acked_append(tmp_path: Pat
     # still holding a session's lock (agent-busy), and only typed errors were seen.
     codes = {code for _, code in acks.failures}
     assert codes <= {"unavailable", "peer-lost"}, codes
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, exited but not reaped by init yet, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+async def test_workers_stop_when_their_supervisor_is_killed(tmp_path: Path) -> None:
+    """A supervisor killed with SIGKILL leaves no worker behind: each sees the end of the pipe
+    the supervisor held (its stdin) and stops, holding its shards no longer."""
+    async with running_cluster(tmp_path, workers=2) as cluster:
+        pids = cluster.worker_pids()
+        assert len(pids) == 2
+        cluster.process.kill()
+        await cluster.process.wait()
+        # Wide: the machines are shared; a worker's exit takes well under a second.
+        with trio.move_on_after(20):
+            while any(_alive(pid) for pid in pids.values()):
+                await trio.sleep(0.1)
+        assert not [w for w, pid in pids.items() if _alive(pid)], "workers outlived the supervisor"
