@@ -39,7 +39,7 @@ from __future__ import annotations
 import collections
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 import zmq
@@ -71,6 +71,10 @@ _BACKLOG_RETRY = 0.002
 #: a receive that finds nothing (``zmq.Again``) about twice that, so a drain asks ``EVENTS``
 #: for the first messages (a lone call stays cheap) and then receives until ``zmq.Again``.
 _PROBED_RECEIVES = 2
+#: Most messages one drain reads while the owner stages them (``Stage``): each costs a decode,
+#: not a handler, and reading far ahead is what lets a newer call shed the older one it
+#: supersedes before it starts; a few ms of reading at most.
+_INTAKE_LIMIT = 512
 #: Passes in a row the pump yields for :attr:`SocketPump.expecting` before it sleeps anyway: a
 #: miscounted ``expecting`` costs a few passes, never a busy loop.
 _MAX_IDLE_YIELDS = 3
@@ -86,6 +90,17 @@ _POLLIN = int(zmq.POLLIN)
 # holds for ``get``, which the drain calls for ``EVENTS`` before it receives.
 _BASE_SEND: Callable[..., Any] = getattr(zmq.Socket.__mro__[1], "send", zmq.Socket.send)
 _BASE_GET: Callable[..., Any] = getattr(zmq.Socket.__mro__[1], "get", zmq.Socket.get)
+
+
+class Stage(Protocol):
+    """Received calls the owner holds back instead of running (``wire/_staging.py``)."""
+
+    #: Messages of the current drain the owner held back (the pump resets it per drain).
+    held_in_drain: int
+
+    def waiting(self) -> bool: ...
+
+    def release(self, limit: int) -> int: ...
 
 
 class _DroppableFrame(bytes):
@@ -106,6 +121,9 @@ class SocketPump:
             ``max_backlog_bytes``.
         max_backlog: Frames kept per peer while its pipe is full.
         max_backlog_bytes: Bytes kept per peer while its pipe is full.
+        stage: Where the owner holds back calls it read: they do not use a drain's budget
+            (a drain reads on, up to ``_INTAKE_LIMIT`` messages), and each pass starts a
+            budget of them.
     """
 
     def __init__(
@@ -118,8 +136,10 @@ class SocketPump:
         on_stuck: Callable[[bytes], None] = lambda peer: None,
         max_backlog: int = DEFAULT_MAX_BACKLOG,
         max_backlog_bytes: int = DEFAULT_MAX_BACKLOG_BYTES,
+        stage: Stage | None = None,
     ) -> None:
         self._socket = socket
+        self._stage = stage
         self._router = router
         self._on_receive = on_receive
         self._on_unreachable = on_unreachable
@@ -213,6 +233,7 @@ class SocketPump:
         self._waker = Waker.create(fd)
         idle_yields = 0
         deferred = 0  # passes in a row that left the socket unread
+        stage = self._stage
         try:
             while True:
                 if self._held.trim_due:
@@ -244,7 +265,14 @@ class SocketPump:
                         # not behind every call a greedy peer managed to send (a few passes at
                         # most: a miscounted ``expecting`` must not stop the reading).
                         deferred += 1
-                if self._outgoing or self._stale or self._held.trim_due:
+                elif stage is not None and stage.waiting() and self.expecting < self._budget:
+                    stage.release(self._budget)  # nothing new to read: start what waits
+                if (
+                    self._outgoing
+                    or self._stale
+                    or self._held.trim_due
+                    or (stage is not None and stage.waiting())
+                ):
                     # Frames queued while draining, a drain that stopped before EVENTS showed
                     # it empty, or a trim due: go round again after letting other tasks run.
                     idle_yields = 0
@@ -318,15 +346,18 @@ class SocketPump:
         recv = socket.recv
         router = self._router
         on_receive = self._on_receive
+        stage = self._stage
+        if stage is not None:
+            stage.held_in_drain = 0
         count = 0
         now = self.received_at = self._clock()
         if router:
             self._fit_budget(now)
-        budget = self._budget
+        budget = limit = self._budget
         started_limit = self.expecting + budget if router else math.inf
         limited = False
         try:
-            while count < budget:
+            while count < limit:
                 if count < _PROBED_RECEIVES:
                     if not _BASE_GET(socket, _EVENTS) & _POLLIN:
                         self._stale = False
@@ -341,12 +372,18 @@ class SocketPump:
                     frames.append(part.bytes)
                 count += 1
                 on_receive(peer, frames)
+                if stage is not None and stage.held_in_drain:
+                    limit = min(budget + stage.held_in_drain, _INTAKE_LIMIT)
                 if self.expecting >= started_limit:
                     break
-            limited = count >= budget or self.expecting >= started_limit
+            limited = count >= limit or self.expecting >= started_limit
         except zmq.Again:
             self.drained_at = now
         self.received += count
+        if stage is not None and stage.waiting():
+            ran = count - stage.held_in_drain
+            if stage.release(max(0, budget - ran)) + ran >= budget:
+                limited = True
         if limited:
             self._limited_at = now
         return limited

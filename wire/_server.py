@@ -55,6 +55,7 @@ from wire._server_protocol import (
 )
 from wire._server_system import MetricsSource, ServerStatistics, observe_call, system_endpoints
 from wire._server_timer import ServerTimer
+from wire._staging import STAGED, CallStage
 from wire._zap import ZapHandler
 
 __all__ = ["Server", "ServerStatistics"]
@@ -112,6 +113,8 @@ class Server:
         self._nursery: trio.Nursery | None = None
         self._handler_tasks = 0
         self._timer = ServerTimer(self._protocol, self._apply, self._verified_at)
+        #: Calls read but not started: keyed ones, and those after them (wire/_staging.py).
+        self._stage = CallStage(self._start, self._finish, lambda: self._now())
         self._calls_total = 0
         self._cancelled_total = 0
         self._idle = trio.Event()
@@ -172,6 +175,7 @@ class Server:
                 on_stuck=self._drop_stuck,
                 max_backlog=self.limits.max_backlog,
                 max_backlog_bytes=self.limits.max_backlog_bytes,
+                stage=self._stage,
             )
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -254,16 +258,20 @@ class Server:
             if type(event) is StartCall:
                 # Nearly every event: checked before the match, whose class patterns cost a
                 # few attribute lookups each.
-                self._start(event.record)
+                record = event.record
+                if self._observing:
+                    record.received_at = self._now()
+                if not self._stage.offer(record):
+                    self._start(record)
                 continue
             match event:
-                case StartCall(record):
-                    self._start(record)
                 case Send(peer, frame, droppable):
                     self._send(peer, frame, droppable=droppable)
                 case CancelCall(record):
                     handle = record.handle
-                    if handle is not None:
+                    if handle is STAGED:
+                        self._stage.shed(record)  # superseded (or else cancelled) unrun
+                    elif handle is not None:
                         handle.cancel()
                         if type(handle) is DetachedCall and not handle.ended:
                             # Its cancel was passed on: the timer bounds the wait for the answer.
@@ -325,8 +333,6 @@ class Server:
 
     def _start(self, record: CallRecord) -> None:
         self._calls_total += 1
-        if self._observing:
-            record.received_at = self._now()
         call = record.call
         endpoint = self.registry.get(call.endpoint)
         failure: WireError | None = None

@@ -25,6 +25,7 @@ SANS_IO = [
     "_endpoints.py",
     "_detached.py",
     "_codec_relay.py",
+    "_staging.py",
     "_call_context.py",
     "_server_system.py",
     "_limits.py",

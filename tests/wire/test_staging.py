@@ -1,0 +1,160 @@
+"""Superseded calls are shed before they start: the server stages keyed calls and reads ahead.
+
+The unit tests drive :class:`CallStage` with records; the last test is a real server with a
+raw DEALER that pipelines 100 keyed calls behind a handler that holds the server's loop, as a
+server under overload finds them: only the newest runs.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import trio
+import zmq
+
+from wire import Endpoint, EndpointSpec, Param, Registry, Server
+from wire._messages import Call
+from wire._server_protocol import CallRecord, Interrupted
+from wire._staging import STAGED, CallStage
+from wire._state import CallState
+
+
+def record(call_id: int, supersede: str | None = None, deadline: float | None = None) -> CallRecord:
+    call = Call(id=call_id, endpoint="t/x", supersede=supersede)
+    return CallRecord(peer=b"p", call=call, deadline=deadline)
+
+
+class Driver:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.started: list[int] = []
+        self.ended: list[tuple[int, Interrupted]] = []
+        self.stage = CallStage(self.start, self.finish, lambda: self.now)
+
+    def start(self, rec: CallRecord) -> None:
+        self.started.append(rec.call.id)
+
+    def finish(self, rec: CallRecord, how: Interrupted) -> None:
+        self.ended.append((rec.call.id, how))
+
+
+def test_an_unkeyed_call_starts_at_once_while_nothing_waits() -> None:
+    driver = Driver()
+    assert not driver.stage.offer(record(1))
+    assert not driver.stage.waiting()
+
+
+def test_keyed_calls_and_the_calls_after_them_wait_in_arrival_order() -> None:
+    driver = Driver()
+    stage = driver.stage
+    assert stage.offer(record(1, "k"))
+    assert stage.offer(record(2))  # behind a staged call: keeps its place
+    assert stage.held_in_drain == 2
+    assert stage.release(1) == 1 and driver.started == [1]
+    assert stage.release(5) == 1 and driver.started == [1, 2]
+    assert not stage.waiting()
+
+
+def test_a_shed_call_ends_unrun_and_is_skipped() -> None:
+    driver = Driver()
+    stage = driver.stage
+    older, newer = record(1, "k"), record(2, "k")
+    stage.offer(older)
+    stage.offer(newer)
+    assert older.handle is STAGED
+    assert stage.shed(older)
+    assert driver.ended == [(1, Interrupted.CANCELLED)]
+    assert not stage.shed(older)  # once
+    assert stage.release(5) == 1 and driver.started == [2]
+
+
+def test_a_call_whose_deadline_passed_while_staged_ends_unrun() -> None:
+    driver = Driver()
+    stage = driver.stage
+    stage.offer(record(1, "k", deadline=1.0))
+    stage.offer(record(2, "k", deadline=5.0))
+    driver.now = 2.0
+    assert stage.release(5) == 1
+    assert driver.ended == [(1, Interrupted.DEADLINE)] and driver.started == [2]
+
+
+def test_a_call_no_longer_queued_is_not_started() -> None:
+    driver = Driver()
+    rec = record(1, "k")
+    driver.stage.offer(rec)
+    rec.state = CallState.DONE
+    assert driver.stage.release(5) == 0 and driver.started == []
+
+
+N = Param(name="n", wire_name="n", annotation=int)
+
+
+class Work:
+    def __init__(self) -> None:
+        self.ran: list[int] = []
+
+    async def hold(self, ctx: Any, args: dict[str, Any]) -> None:
+        # Holds the server's loop without yielding: what an overloaded server looks like.
+        time.sleep(0.3)  # noqa: ASYNC251
+
+    async def work(self, ctx: Any, args: dict[str, Any]) -> int:
+        self.ran.append(args["n"])
+        return int(args["n"])
+
+
+async def test_superseded_calls_waiting_to_be_read_are_shed_before_they_start(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    """100 calls with one supersede key, pipelined while the server is busy: the newest
+    returns its result, nearly all the others end ``cancelled`` in state ``queued`` (their
+    handler never ran), and every call gets exactly one terminal frame."""
+    work = Work()
+    registry = Registry(
+        [
+            Endpoint(spec=EndpointSpec(name="t/hold"), handler=work.hold),
+            Endpoint(spec=EndpointSpec(name="t/work", params=(N,)), handler=work.work),
+        ]
+    )
+    server = Server(registry)
+    [bound] = await nursery.start(server.run, f"ipc://{tmp_path}/s.sock")
+    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.connect(bound)
+    try:
+        socket.send(msgpack.packb({"type": "hello", "versions": [1], "name": "typist"}))
+        socket.send(msgpack.packb({"type": "call", "id": 1, "endpoint": "t/hold", "args": {}}))
+        for n in range(2, 102):
+            call = {"type": "call", "id": n, "endpoint": "t/work", "args": {"n": n}}
+            socket.send(msgpack.packb({**call, "supersede": "completion"}))
+        terminal: dict[int, list[dict[str, Any]]] = {}
+        with trio.fail_after(30):
+            while len(terminal) < 101 or 101 not in terminal:
+                if not socket.poll(0):
+                    await trio.sleep(0.005)
+                    continue
+                frame = msgpack.unpackb(socket.recv())
+                if frame["type"] in ("result", "error") and frame.get("id") is not None:
+                    terminal.setdefault(frame["id"], []).append(frame)
+        await trio.sleep(0.2)  # a second terminal frame would come by now
+        while socket.poll(0):
+            frame = msgpack.unpackb(socket.recv())
+            if frame.get("id") is not None:
+                terminal.setdefault(frame["id"], []).append(frame)
+        assert all(len(frames) == 1 for frames in terminal.values())
+        assert terminal[101][0] == {"type": "result", "id": 101, "value": 101}
+        shed = [
+            n
+            for n, [frame] in terminal.items()
+            if frame["type"] == "error"
+            and frame["code"] == "cancelled"
+            and frame["details"] == {"state": "queued", "reason": "superseded"}
+        ]
+        assert len(shed) >= 95, terminal
+        assert sorted(shed + work.ran) == list(range(2, 102))  # shed or ran, never both
+        assert 101 in work.ran
+        await server.aclose()
+    finally:
+        socket.close(linger=0)
