@@ -97,6 +97,8 @@ class Stage(Protocol):
 
     #: Messages of the current drain the owner held back (the pump resets it per drain).
     held_in_drain: int
+    #: Set by the pump per drain: the last one stopped on its budget, leaving messages unread.
+    behind: bool
 
     def waiting(self) -> bool: ...
 
@@ -349,6 +351,8 @@ class SocketPump:
         stage = self._stage
         if stage is not None:
             stage.held_in_drain = 0
+            # Before _fit_budget resets it: the last drain stopped on its budget.
+            stage.behind = self._limited_at != -math.inf and not self._slept
         count = 0
         now = self.received_at = self._clock()
         if router:

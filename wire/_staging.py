@@ -7,12 +7,13 @@ in ZeroMQ's queue, read in arrival order, so a keystroke's call has long finishe
 the next keystroke's call is read (measured with 256 typists: 98 % of the superseded calls
 ran to the end, and the answers came seconds late).
 
-So a server stages what it reads instead: a keyed call, and every call read while any call is
-staged (calls start in the order they arrived), goes into a :class:`CallStage`. The socket's
-owner reads on while it finds staged calls, which costs a decode each, and starts a budget of
-them per pass, oldest first. A call superseded while staged ends at once with ``cancelled``
-and ``details.state: queued``: it never ran. Under load the backlog is in the stage, where each
-caller's newest call replaces its older ones, instead of in a queue nobody can look into.
+So a server that is behind (its last read left messages unread) stages what it reads instead:
+a keyed call, and every call read while any call is staged (calls start in the order they
+arrived), goes into a :class:`CallStage`. The socket's owner reads on while it finds staged
+calls, which costs a decode each, and starts a budget of them per pass, oldest first. A call
+superseded while staged ends at once with ``cancelled`` and ``details.state: queued``: it never
+ran. Under load the backlog is in the stage, where each caller's newest call replaces its older
+ones, instead of in a queue nobody can look into.
 """
 
 from __future__ import annotations
@@ -58,11 +59,15 @@ class CallStage:
         #: Calls staged since the socket's owner last reset it (one drain): they cost a
         #: decode, not a handler, so they do not use the drain's budget.
         self.held_in_drain = 0
+        #: Whether the server is behind (its last read left messages unread): only then do
+        #: keyed calls wait. A server that keeps up starts each call as it reads it, as
+        #: without a stage; there is no backlog for a newer call to find its older one in.
+        self.behind = False
 
     def offer(self, record: CallRecord) -> bool:
-        """Stage ``record`` if it must wait (it may be superseded, or others wait before it);
-        ``False``: start it now."""
-        if self._queue or record.call.supersede is not None:
+        """Stage ``record`` if it must wait (the server is behind and it may be superseded,
+        or others wait before it); ``False``: start it now."""
+        if self._queue or (self.behind and record.call.supersede is not None):
             record.handle = STAGED
             self._queue.append(record)
             self.held_in_drain += 1

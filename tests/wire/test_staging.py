@@ -28,11 +28,12 @@ def record(call_id: int, supersede: str | None = None, deadline: float | None = 
 
 
 class Driver:
-    def __init__(self) -> None:
+    def __init__(self, *, behind: bool = True) -> None:
         self.now = 0.0
         self.started: list[int] = []
         self.ended: list[tuple[int, Interrupted]] = []
         self.stage = CallStage(self.start, self.finish, lambda: self.now)
+        self.stage.behind = behind
 
     def start(self, rec: CallRecord) -> None:
         self.started.append(rec.call.id)
@@ -44,6 +45,13 @@ class Driver:
 def test_an_unkeyed_call_starts_at_once_while_nothing_waits() -> None:
     driver = Driver()
     assert not driver.stage.offer(record(1))
+    assert not driver.stage.waiting()
+
+
+def test_a_server_that_keeps_up_starts_keyed_calls_at_once() -> None:
+    """Nothing is left unread, so no newer call can be waiting to supersede this one."""
+    driver = Driver(behind=False)
+    assert not driver.stage.offer(record(1, "k"))
     assert not driver.stage.waiting()
 
 
@@ -108,9 +116,10 @@ class Work:
 async def test_superseded_calls_waiting_to_be_read_are_shed_before_they_start(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
-    """100 calls with one supersede key, pipelined while the server is busy: the newest
-    returns its result, nearly all the others end ``cancelled`` in state ``queued`` (their
-    handler never ran), and every call gets exactly one terminal frame."""
+    """200 calls, then 100 calls with one supersede key, pipelined while the server is busy:
+    the newest keyed call returns its result, nearly all the other keyed calls end
+    ``cancelled`` in state ``queued`` (their handler never ran), and every call gets exactly one
+    terminal frame."""
     work = Work()
     registry = Registry(
         [
@@ -126,12 +135,13 @@ async def test_superseded_calls_waiting_to_be_read_are_shed_before_they_start(
     try:
         socket.send(msgpack.packb({"type": "hello", "versions": [1], "name": "typist"}))
         socket.send(msgpack.packb({"type": "call", "id": 1, "endpoint": "t/hold", "args": {}}))
-        for n in range(2, 102):
+        for n in range(2, 302):
             call = {"type": "call", "id": n, "endpoint": "t/work", "args": {"n": n}}
-            socket.send(msgpack.packb({**call, "supersede": "completion"}))
+            keyed = {"supersede": "completion"} if n >= 202 else {}
+            socket.send(msgpack.packb({**call, **keyed}))
         terminal: dict[int, list[dict[str, Any]]] = {}
         with trio.fail_after(30):
-            while len(terminal) < 101 or 101 not in terminal:
+            while len(terminal) < 301 or 301 not in terminal:
                 if not socket.poll(0):
                     await trio.sleep(0.005)
                     continue
@@ -144,7 +154,8 @@ async def test_superseded_calls_waiting_to_be_read_are_shed_before_they_start(
             if frame.get("id") is not None:
                 terminal.setdefault(frame["id"], []).append(frame)
         assert all(len(frames) == 1 for frames in terminal.values())
-        assert terminal[101][0] == {"type": "result", "id": 101, "value": 101}
+        assert all(terminal[n][0]["type"] == "result" for n in range(2, 202))
+        assert terminal[301][0] == {"type": "result", "id": 301, "value": 301}
         shed = [
             n
             for n, [frame] in terminal.items()
@@ -153,8 +164,8 @@ async def test_superseded_calls_waiting_to_be_read_are_shed_before_they_start(
             and frame["details"] == {"state": "queued", "reason": "superseded"}
         ]
         assert len(shed) >= 95, terminal
-        assert sorted(shed + work.ran) == list(range(2, 102))  # shed or ran, never both
-        assert 101 in work.ran
+        assert sorted(shed + work.ran) == list(range(2, 302))  # shed or ran, never both
+        assert 301 in work.ran
         await server.aclose()
     finally:
         socket.close(linger=0)
