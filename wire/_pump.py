@@ -267,8 +267,14 @@ class SocketPump:
                         # not behind every call a greedy peer managed to send (a few passes at
                         # most: a miscounted ``expecting`` must not stop the reading).
                         deferred += 1
-                elif stage is not None and stage.waiting() and self.expecting < self._budget:
-                    stage.release(self._budget)  # nothing new to read: start what waits
+                elif stage is not None and stage.waiting():
+                    # Nothing new to read: start what waits, once the tasks started last have
+                    # run (or a few passes on, as for reading).
+                    if self.expecting < self._budget or deferred >= _MAX_IDLE_YIELDS:
+                        deferred = 0
+                        stage.release(self._budget)
+                    else:
+                        deferred += 1
                 if (
                     self._outgoing
                     or self._stale
