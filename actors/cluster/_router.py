@@ -14,9 +14,10 @@ forwarding its raw wire arguments to the owner (one extra hop). Deadlines and ca
 cross the hop through the client: the forwarded call carries the caller's remaining budget,
 and a cancelled call cancels its forwarded call.
 
-A call whose owner is known and connected is relayed without a task (`wire.Detach`): it is sent
-from the receive path and answered from the owner's reply, whose result value is passed on
-still encoded (never decoded and re-encoded here). Everything else takes the task path through
+A call whose owner is known and connected, or that names no agent while the worker whose turn
+it is is connected, is relayed without a task (`wire.Detach`): it is sent from the receive path
+and answered from the owner's reply, whose result value is passed on still encoded (never
+decoded and re-encoded here). Everything else takes the task path through
 `call_owner`, and so does a relayed call whose owner answers ``moved`` (the retry waits for the
 next view).
 
@@ -155,7 +156,7 @@ async def call_owner(
                     else:
                         value = await client.call(endpoint, args, result=result)
                 except (MovedError, CallCancelledError) as exc:
-                    answer = _owner_error(exc, claim, endpoint, agent_id)
+                    answer = _owner_error(exc, claim.worker_id, endpoint, agent_id)
                     if answer is exc:
                         raise
                     if answer is not None:
@@ -175,7 +176,9 @@ async def call_owner(
         await wait_change(min(remaining, 0.05 if claim is not None else 0.5))
 
 
-def _owner_error(error: WireError, claim: Claim, endpoint: str, agent_id: str) -> WireError | None:
+def _owner_error(
+    error: WireError, worker_id: str, endpoint: str, agent_id: str | None
+) -> WireError | None:
     """What the caller gets for the owner's ``error``; ``None`` when it proves the call did not
     run, so the next owner may be tried."""
     if isinstance(error, MovedError):
@@ -186,10 +189,11 @@ def _owner_error(error: WireError, claim: Claim, endpoint: str, agent_id: str) -
         return None  # still queued when the owner shut down: it never ran
     # Our caller did not cancel: the owner shut down mid-call, so the call may have taken
     # effect, and `cancelled` would misstate who stopped it.
+    about = "" if agent_id is None else f" for agent {agent_id!r}"
     return UnavailableError(
-        f"worker {claim.worker_id!r} shut down while running "
-        f"{endpoint} for agent {agent_id!r}; it may have taken effect",
-        details={"agentId": agent_id, "worker": claim.worker_id},
+        f"worker {worker_id!r} shut down while running {endpoint}{about}; "
+        "it may have taken effect",
+        details={"agentId": agent_id, "worker": worker_id},
     )
 
 
@@ -264,10 +268,10 @@ async def call_to_outcome(client: Client, endpoint: str, args: dict[str, Any]) -
 
 def _relay(
     client: Client,
-    claim: Claim,
+    worker_id: str,
     endpoint: str,
     args: dict[str, Any],
-    agent_id: str,
+    agent_id: str | None,
     retry: Callable[[], Awaitable[Any]],
     call: DetachedCall,
 ) -> None:
@@ -290,7 +294,7 @@ def _relay(
             else:
                 call.fail(error)
             return
-        answer = _owner_error(error, claim, endpoint, agent_id)
+        answer = _owner_error(error, worker_id, endpoint, agent_id)
         if answer is None:
             call.resume(retry)
         else:
@@ -333,13 +337,16 @@ def forwarding_registry(
             raise UnavailableError("no worker is running")
         return members[next(turn) % len(members)].endpoint
 
+    async def forward_any(name: str, args: dict[str, Any]) -> Any:
+        client = await pool.get(any_worker())
+        return await call_to_outcome(client, name, args)
+
     def forwarder(name: str) -> Callable[[CallContext, dict[str, Any]], Awaitable[Any]]:
         async def forward(context: CallContext, args: dict[str, Any]) -> Any:
             agent_id = routing_key(args)
             if agent_id is not None:
                 return await call_owner(pool, view, wait_change, name, args, agent_id, relayed=True)
-            client = await pool.get(any_worker())
-            return await call_to_outcome(client, name, args)
+            return await forward_any(name, args)
 
         return forward
 
@@ -347,16 +354,34 @@ def forwarding_registry(
         def relay(context: CallContext, args: dict[str, Any]) -> Any:
             agent_id = routing_key(args)
             current = view()
-            if agent_id is None or current is None or not current.shard_count:
+            if current is None:
                 return DEFERRED
-            claim = current.owner(shard_of(agent_id, current.shard_count))
-            client = pool.ready(claim.endpoint) if claim is not None else None
-            if claim is None or client is None:
-                return DEFERRED  # no owner yet, or not connected: call_owner waits for both
-            retry = functools.partial(
-                call_owner, pool, view, wait_change, name, args, agent_id, relayed=True
-            )
-            return Detach(functools.partial(_relay, client, claim, name, args, agent_id, retry))
+            retry: Callable[[], Awaitable[Any]]
+            if agent_id is None:
+                # A call about no agent goes to the live workers in turn, relayed like the
+                # rest when that worker is connected (a task and its scheduling cost more).
+                members = current.members
+                if not members:
+                    return DEFERRED
+                member = members[next(turn) % len(members)]
+                worker_id, endpoint = member.worker_id, member.endpoint
+                retry = functools.partial(forward_any, name, args)
+            else:
+                claim = (
+                    current.owner(shard_of(agent_id, current.shard_count))
+                    if current.shard_count
+                    else None
+                )
+                if claim is None:
+                    return DEFERRED  # no owner yet: call_owner waits for one
+                worker_id, endpoint = claim.worker_id, claim.endpoint
+                retry = functools.partial(
+                    call_owner, pool, view, wait_change, name, args, agent_id, relayed=True
+                )
+            client = pool.ready(endpoint)
+            if client is None:
+                return DEFERRED  # not connected: the task path connects (and waits)
+            return Detach(functools.partial(_relay, client, worker_id, name, args, agent_id, retry))
 
         return relay
 
