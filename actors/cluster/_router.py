@@ -191,8 +191,7 @@ def _owner_error(
     # effect, and `cancelled` would misstate who stopped it.
     about = "" if agent_id is None else f" for agent {agent_id!r}"
     return UnavailableError(
-        f"worker {worker_id!r} shut down while running {endpoint}{about}; "
-        "it may have taken effect",
+        f"worker {worker_id!r} shut down while running {endpoint}{about}; it may have taken effect",
         details={"agentId": agent_id, "worker": worker_id},
     )
 
