@@ -51,16 +51,25 @@ class ClientPool:
         Raises:
             UnavailableError: no welcome within the connect timeout, or the pool is closing it.
         """
-        entry = self._entries.get(endpoint)
-        if entry is None:
-            entry = self._entries[endpoint] = _Entry()
-            self._nursery.start_soon(self._hold, endpoint, entry)
+        entry = self._entry(endpoint)
         if entry.client is not None:
             return entry.client
         await entry.ready.wait()
         if entry.client is None:
             raise UnavailableError(f"cannot reach {endpoint}: {entry.error}")
         return entry.client
+
+    def connect_soon(self, endpoint: str) -> None:
+        """Start connecting to ``endpoint`` unless connected or connecting, without waiting
+        (the relay's later calls find it :meth:`ready`)."""
+        self._entry(endpoint)
+
+    def _entry(self, endpoint: str) -> _Entry:
+        entry = self._entries.get(endpoint)
+        if entry is None:
+            entry = self._entries[endpoint] = _Entry()
+            self._nursery.start_soon(self._hold, endpoint, entry)
+        return entry
 
     def ready(self, endpoint: str) -> Client | None:
         """The client for ``endpoint`` if it is connected and answering, without waiting (the

@@ -379,7 +379,10 @@ def forwarding_registry(
                 )
             client = pool.ready(endpoint)
             if client is None:
-                return DEFERRED  # not connected: the task path connects (and waits)
+                # Not connected: this call takes the task path, which waits for a connection;
+                # this one is started now, so later calls to this worker find it ready.
+                pool.connect_soon(endpoint)
+                return DEFERRED
             return Detach(functools.partial(_relay, client, worker_id, name, args, agent_id, retry))
 
         return relay

@@ -102,3 +102,40 @@ async def test_a_relayed_call_ends_at_its_deadline_on_the_worker(tmp_path: Path)
             ended = await _wait_for_endings(workers, {"relay-deadline"})
             assert ended == {"relay-deadline": "cancelled"}
         assert await cluster.stop() == 0
+
+
+async def test_calls_naming_no_agent_are_relayed_without_a_task(tmp_path: Path) -> None:
+    """A call about no agent (``diagnostics/echoRaw``) goes to the workers in turn, relayed
+    like an agent's call once the supervisor is connected to them: while a burst of them is in
+    flight, the supervisor holds no handler task, and every one gets its own payload back."""
+    async with running_cluster(tmp_path) as cluster:
+        with trio.fail_after(120):
+            async with open_client(cluster.address) as client:
+                for i in range(8):  # the supervisor connects to each worker on first use
+                    await client.call("diagnostics/echoRaw", {"payload": f"warm-{i}"})
+                calls = [
+                    {"id": i, "endpoint": "diagnostics/echoRaw", "args": {"payload": f"p{i}"}}
+                    for i in range(1, 2001)
+                ]
+                burst = functools.partial(
+                    raw_terminal_frames, cluster.address, calls, timeout=60, settle=0.5
+                )
+                tasks_seen: list[int] = []
+                answers: dict[int, list[dict[str, object]]] = {}
+
+                async def send() -> None:
+                    answers.update(await trio.to_thread.run_sync(burst))
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(send)
+                    while not answers:
+                        stats = await client.call("system/stats")
+                        tasks_seen.append(stats["handlerTasks"])
+                        await trio.sleep(0.001)
+                assert sorted(answers) == [c["id"] for c in calls]
+                assert all(
+                    frames == [{"type": "result", "id": n, "value": f"p{n}"}]
+                    for n, frames in answers.items()
+                )
+                assert tasks_seen and max(tasks_seen) == 0, tasks_seen
+        assert await cluster.stop() == 0
