@@ -50,6 +50,7 @@ __all__ = [
     "plot_png",
     "progress",
     "publish",
+    "publish_with_plot",
     "ratio",
     "record_steal",
     "run_guarded",
@@ -553,6 +554,21 @@ def publish(out: Path, report: Mapping[str, Any], *, table: str, plots: Sequence
     for path in plots:
         print(f"plot:   {path}")
     return 0
+
+
+def publish_with_plot(
+    out: Path,
+    report: dict[str, Any],
+    *,
+    plot: Callable[[Path, dict[str, Any]], None],
+    render: Callable[[dict[str, Any]], str],
+) -> int:
+    """Draw ``report``'s PNG beside ``out`` (its path under ``report["png"]``), then
+    :func:`publish` the report with the table ``render`` makes of it."""
+    png = out.with_suffix(".png")
+    report["png"] = str(png)
+    plot(png, report)
+    return publish(out, report, table=render(report), plots=[png])
 
 
 def _leaves(exc: BaseException) -> Iterator[BaseException]:

@@ -56,7 +56,7 @@ from bench._common import (
     latency_summary,
     machine_info,
     progress,
-    publish,
+    publish_with_plot,
     run_guarded,
     server_process,
     target_rows,
@@ -676,11 +676,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = run_guarded("bench.files", lambda: run_benchmark(settings), expected)
     if isinstance(report, Stopped):
         return report.status
-    out: Path = args.out
-    png = out.with_suffix(".png")
-    report["png"] = str(png)
-    plot_report(png, report)
-    return publish(out, report, table=render_table(report), plots=[png])
+    return publish_with_plot(args.out, report, plot=plot_report, render=render_table)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ from bench._common import (
     machine_info,
     option_changes,
     progress,
-    publish,
+    publish_with_plot,
     record_steal,
     run_guarded,
     server_process,
@@ -375,11 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = run_guarded("bench.idle", lambda: run_benchmark(settings), (BenchError, OSError))
     if isinstance(report, Stopped):
         return report.status
-    out: Path = args.out
-    png = out.with_suffix(".png")
-    report["png"] = str(png)
-    plot_report(png, report)
-    return publish(out, report, table=render_table(report), plots=[png])
+    return publish_with_plot(args.out, report, plot=plot_report, render=render_table)
 
 
 if __name__ == "__main__":

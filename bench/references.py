@@ -65,7 +65,7 @@ from bench._common import (
     latency_summary,
     machine_info,
     progress,
-    publish,
+    publish_with_plot,
     ratio,
     run_guarded,
     target_rows,
@@ -674,11 +674,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = run_guarded("bench.references", lambda: run_benchmark(settings), expected)
     if isinstance(report, Stopped):
         return report.status
-    out: Path = args.out
-    png = out.with_suffix(".png")
-    report["png"] = str(png)
-    plot_report(png, report)
-    return publish(out, report, table=render_table(report), plots=[png])
+    return publish_with_plot(args.out, report, plot=plot_report, render=render_table)
 
 
 if __name__ == "__main__":
