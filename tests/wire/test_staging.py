@@ -15,7 +15,7 @@ import msgpack
 import trio
 import zmq
 
-from wire import Endpoint, EndpointSpec, Param, Registry, Server
+from wire import Endpoint, EndpointSpec, Param, Registry, Server, open_client
 from wire._messages import Call
 from wire._server_protocol import CallRecord, Interrupted
 from wire._staging import STAGED, CallStage
@@ -169,3 +169,107 @@ async def test_superseded_calls_waiting_to_be_read_are_shed_before_they_start(
         await server.aclose()
     finally:
         socket.close(linger=0)
+
+
+async def test_a_server_shutting_down_ends_each_staged_call_once(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    """Shutdown while calls are staged: each call read gets exactly one terminal frame, a
+    staged call is answered ``cancelled`` (``queued``, reason ``shutdown``) and never runs, a
+    call answered with a result ran, and the peer gets its ``bye``."""
+    work = Work()
+    registry = Registry(
+        [
+            Endpoint(spec=EndpointSpec(name="t/hold"), handler=work.hold),
+            Endpoint(spec=EndpointSpec(name="t/work", params=(N,)), handler=work.work),
+        ]
+    )
+    server = Server(registry)
+    [bound] = await nursery.start(server.run, f"ipc://{tmp_path}/s.sock")
+    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.connect(bound)
+    try:
+        socket.send(msgpack.packb({"type": "hello", "versions": [1], "name": "typist"}))
+        socket.send(msgpack.packb({"type": "call", "id": 1, "endpoint": "t/hold", "args": {}}))
+        # Unkeyed calls first (they put the server behind), then keyed ones, then unkeyed ones
+        # again, which wait behind the staged keyed call.
+        for n in range(2, 602):
+            call = {"type": "call", "id": n, "endpoint": "t/work", "args": {"n": n}}
+            keyed = {"supersede": "completion"} if 200 <= n < 300 else {}
+            socket.send(msgpack.packb({**call, **keyed}))
+        with trio.fail_after(30):
+            while len(server._stage) < 50:  # calls staged, not merely spawned
+                await trio.lowlevel.checkpoint()
+        nursery.start_soon(server.aclose)
+        terminal: dict[int, list[dict[str, Any]]] = {}
+        bye = False
+        with trio.fail_after(30):
+            while not bye:
+                if not socket.poll(0):
+                    await trio.sleep(0.005)
+                    continue
+                frame = msgpack.unpackb(socket.recv())
+                if frame["type"] == "bye":
+                    bye = True
+                elif frame["type"] in ("result", "error") and frame.get("id") is not None:
+                    terminal.setdefault(frame["id"], []).append(frame)
+        # Calls still unread at the bye get no frame (the client fails them, protocol §4.5):
+        # the tail of the burst, none of which ran.
+        unread = set(range(1, 602)) - set(terminal)
+        assert not unread or min(unread) > max(terminal), sorted(unread)
+        assert not unread & set(work.ran)
+        assert all(len(frames) == 1 for frames in terminal.values())
+        answers = {n: frames[0] for n, frames in terminal.items()}
+        results = {n for n, f in answers.items() if f["type"] == "result" and n > 1}
+        cancelled = {n for n, f in answers.items() if f.get("code") == "cancelled"}
+        shut_while_staged = {
+            n
+            for n in cancelled
+            if answers[n]["details"] == {"state": "queued", "reason": "shutdown"}
+        }
+        assert shut_while_staged, answers
+        assert results == set(work.ran)  # a result ran; nothing else did
+        assert not cancelled & set(work.ran)
+    finally:
+        socket.close(linger=0)
+
+
+async def test_the_staged_calls_of_a_peer_that_left_end_without_running(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    """A peer that sends a burst and goes away while calls of it are staged: once the server
+    finds it gone, its staged calls end (no frame: nobody is left to read one) without
+    running, nothing stays in flight, and the server goes on serving."""
+    work = Work()
+    registry = Registry(
+        [
+            Endpoint(spec=EndpointSpec(name="t/hold"), handler=work.hold),
+            Endpoint(spec=EndpointSpec(name="t/work", params=(N,)), handler=work.work),
+        ]
+    )
+    server = Server(registry)
+    [bound] = await nursery.start(server.run, f"ipc://{tmp_path}/s.sock")
+    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+    socket.connect(bound)
+    socket.send(msgpack.packb({"type": "hello", "versions": [1], "name": "typist"}))
+    socket.send(msgpack.packb({"type": "call", "id": 1, "endpoint": "t/hold", "args": {}}))
+    for n in range(2, 602):
+        call = {"type": "call", "id": n, "endpoint": "t/work", "args": {"n": n}}
+        keyed = {"supersede": "completion"} if 200 <= n < 300 else {}
+        socket.send(msgpack.packb({**call, **keyed}))
+    with trio.fail_after(30):
+        while len(server._stage) < 50:  # calls staged, not merely spawned
+            await trio.lowlevel.checkpoint()
+    socket.close(linger=0)  # gone with calls staged (ZeroMQ drops what it had not handed over)
+    with trio.fail_after(30):
+        while True:
+            stats = server.statistics()
+            if stats.peers == 0 and not any(stats.calls.values()):
+                break
+            await trio.sleep(0.05)
+    assert len(work.ran) < 600, "every call ran for a peer that was gone"
+    assert server.statistics().cancelled_total > 0, "no staged call was ended"
+    async with open_client(bound) as other:
+        assert await other.call("t/work", {"n": 7}) == 7
+    await server.aclose()
