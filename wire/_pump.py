@@ -31,7 +31,8 @@ system (:func:`~wire._memory.release_memory`).
 Sharing the server's time: each drain may take a budget of frames and start that many tasks;
 when a drain's work (inline, and in the tasks it started) outlasts ``_PASS_BUDGET``, a server's
 pump halves the budget, so another peer's call read next waits behind a few handlers, not
-behind a batch of a greedy peer's expensive calls.
+behind a batch of a greedy peer's expensive calls. A drain that cancelled a running handler
+stops there, so the handler ends (and answers) before more is read.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from __future__ import annotations
 import collections
 import math
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import trio
 import zmq
@@ -48,6 +49,9 @@ from wire._backlog import HeldFrames
 from wire._limits import DEFAULT_MAX_BACKLOG, DEFAULT_MAX_BACKLOG_BYTES
 from wire._memory import release_memory
 from wire._waker import Waker
+
+if TYPE_CHECKING:
+    from wire._staging import CallStage
 
 __all__ = ["SocketPump"]
 
@@ -71,7 +75,7 @@ _BACKLOG_RETRY = 0.002
 #: a receive that finds nothing (``zmq.Again``) about twice that, so a drain asks ``EVENTS``
 #: for the first messages (a lone call stays cheap) and then receives until ``zmq.Again``.
 _PROBED_RECEIVES = 2
-#: Most messages one drain reads while the owner stages them (``Stage``): each costs a decode,
+#: Most messages one drain reads while the owner stages them (``CallStage``): each costs a decode,
 #: not a handler, and reading far ahead is what lets a newer call shed the older one it
 #: supersedes before it starts; a few ms of reading at most.
 _INTAKE_LIMIT = 512
@@ -90,19 +94,6 @@ _POLLIN = int(zmq.POLLIN)
 # holds for ``get``, which the drain calls for ``EVENTS`` before it receives.
 _BASE_SEND: Callable[..., Any] = getattr(zmq.Socket.__mro__[1], "send", zmq.Socket.send)
 _BASE_GET: Callable[..., Any] = getattr(zmq.Socket.__mro__[1], "get", zmq.Socket.get)
-
-
-class Stage(Protocol):
-    """Received calls the owner holds back instead of running (``wire/_staging.py``)."""
-
-    #: Messages of the current drain the owner held back (the pump resets it per drain).
-    held_in_drain: int
-    #: Set by the pump per drain: the last one stopped on its budget, leaving messages unread.
-    behind: bool
-
-    def waiting(self) -> bool: ...
-
-    def release(self, limit: int) -> int: ...
 
 
 class _DroppableFrame(bytes):
@@ -138,7 +129,7 @@ class SocketPump:
         on_stuck: Callable[[bytes], None] = lambda peer: None,
         max_backlog: int = DEFAULT_MAX_BACKLOG,
         max_backlog_bytes: int = DEFAULT_MAX_BACKLOG_BYTES,
-        stage: Stage | None = None,
+        stage: CallStage | None = None,
     ) -> None:
         self._socket = socket
         self._stage = stage
@@ -171,6 +162,8 @@ class SocketPump:
         #: do. The owner increments it before the task is scheduled and decrements it when the
         #: task runs; while it is positive the pump yields instead of sleeping on the FD.
         self.expecting = 0
+        #: Set by the owner when a handler it just cancelled should run before more is read.
+        self.yield_requested = False
         #: Frames a drain may take and tasks it may start (see ``_PASS_BUDGET``; a server's
         #: peers share its time, a client's one peer has nobody to share it with), when the
         #: last drain that used it all started, and whether the pump slept since.
@@ -238,6 +231,7 @@ class SocketPump:
         stage = self._stage
         try:
             while True:
+                self.yield_requested = False
                 if self._held.trim_due:
                     # Here, between passes: no flush in progress still holds freed frames.
                     self._held.trim_due = False
@@ -259,7 +253,9 @@ class SocketPump:
                             # unless the drain used a budget that slow work had cut or left
                             # tasks to run first (the flush left the socket stale anyway).
                             self._flush()
-                            if not limited or self._full_budget_inline():
+                            if (
+                                not limited or self._full_budget_inline()
+                            ) and not self.yield_requested:
                                 self._drain()
                     else:
                         # A batch of tasks we started has not run yet: read more only once it
@@ -382,6 +378,8 @@ class SocketPump:
                     frames.append(part.bytes)
                 count += 1
                 on_receive(peer, frames)
+                if self.yield_requested:
+                    break  # a cancelled handler ends first: cancel-to-quiescence
                 if stage is not None and stage.held_in_drain:
                     limit = min(budget + stage.held_in_drain, _INTAKE_LIMIT)
                 if self.expecting >= started_limit:

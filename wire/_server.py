@@ -273,6 +273,8 @@ class Server:
                         self._stage.shed(record)  # superseded (or else cancelled) unrun
                     elif handle is not None:
                         handle.cancel()
+                        if self._pump is not None and type(handle) is trio.CancelScope:
+                            self._pump.yield_requested = True  # let its task end first
                         if type(handle) is DetachedCall and not handle.ended:
                             # Its cancel was passed on: the timer bounds the wait for the answer.
                             self._timer.expire_later(handle)
