@@ -10,6 +10,7 @@ from typing import Any
 
 from actors.cli._addresses import bind_failure
 from actors.cli._errors import EXIT_CALL_FAILED, CliError, leaves
+from actors.cli._logging import level_name
 from actors.cli._security import exposure_problem
 
 __all__ = [
@@ -179,6 +180,9 @@ def run_supervisor(
     if args.writable:
         passed.append("--writable")
     passed += ["--io-threads", args.io_threads]
+    # Workers log as the command does (actors.cli._worker sets it up).
+    log_format = getattr(args, "log_format", None) or "text"
+    passed += ["--log-level", level_name(args), "--log-format", log_format]
     if args.coordinator is not None and not args.coordinator.startswith("etcd://"):
         raise CliError("--coordinator must be an etcd://host:port URL")
     placement = _placement(args, config)
@@ -188,6 +192,7 @@ def run_supervisor(
         workers=args.workers,
         shard_count=args.shards,
         worker_args=tuple(passed),
+        worker_module="actors.cli._worker",
         coordinator=args.coordinator,
         ttl=args.lease_ttl,
         **placement,

@@ -31,6 +31,7 @@ __all__ = [
     "JsonFormatter",
     "TextFormatter",
     "add_logging_options",
+    "level_name",
     "logging_to_stderr",
     "wants_json",
 ]
@@ -99,9 +100,17 @@ def _level(args: argparse.Namespace) -> int:
     return max(logging.DEBUG, min(logging.CRITICAL, logging.WARNING + 10 * steps))
 
 
+def level_name(args: argparse.Namespace) -> str:
+    """The level ``args`` ask for, by name (``warning``, …): what workers are told."""
+    return logging.getLevelName(_level(args)).lower()
+
+
 @contextlib.contextmanager
-def logging_to_stderr(args: argparse.Namespace) -> Iterator[None]:
-    """Log to stderr at the level and in the format ``args`` ask for, while the block runs.
+def logging_to_stderr(
+    args: argparse.Namespace, *, fields: dict[str, str] | None = None
+) -> Iterator[None]:
+    """Log to stderr at the level and in the format ``args`` ask for, while the block runs;
+    ``fields`` are added to every record (a worker's ``worker: w1``).
 
     The handler is removed and the root logger's level restored on exit, so ``main()`` called
     in a process that configured logging itself (a test) leaves it as it was.
@@ -109,6 +118,8 @@ def logging_to_stderr(args: argparse.Namespace) -> Iterator[None]:
     root = logging.getLogger()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if wants_json(args) else TextFormatter())
+    if fields:
+        handler.addFilter(_AddFields(fields))
     saved_level = root.level
     root.setLevel(_level(args))
     root.addHandler(handler)
@@ -117,6 +128,17 @@ def logging_to_stderr(args: argparse.Namespace) -> Iterator[None]:
     finally:
         root.removeHandler(handler)
         root.setLevel(saved_level)
+
+
+class _AddFields(logging.Filter):
+    def __init__(self, fields: dict[str, str]) -> None:
+        super().__init__()
+        self._fields = fields
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for key, value in self._fields.items():
+            setattr(record, key, value)
+        return True
 
 
 def _fields(record: logging.LogRecord) -> dict[str, Any]:

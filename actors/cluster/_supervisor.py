@@ -77,6 +77,9 @@ class ClusterOptions:
     ttl: float = 10.0
     #: Arguments passed on to every worker (``--config``, ``--sessions``, …).
     worker_args: tuple[str, ...] = ()
+    #: The module a worker runs as (``python -m MODULE worker …``): the command line wraps
+    #: ``actors.cluster``'s to set up logging as its own.
+    worker_module: str = "actors.cluster"
     #: Seconds to wait for all workers and every shard owned at start.
     start_timeout: float = 60.0
     #: Seconds a worker gets to drain after SIGTERM before it is killed.
@@ -157,7 +160,7 @@ class _Workers:
         return [
             sys.executable,
             "-m",
-            "actors.cluster",
+            self.options.worker_module,
             "worker",
             "--id",
             worker.worker_id,
