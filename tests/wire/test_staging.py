@@ -113,13 +113,8 @@ class Work:
         return int(args["n"])
 
 
-async def test_superseded_calls_waiting_to_be_read_are_shed_before_they_start(
-    nursery: trio.Nursery, tmp_path: Path
-) -> None:
-    """200 calls, then 100 calls with one supersede key, pipelined while the server is busy:
-    the newest keyed call returns its result, nearly all the other keyed calls end
-    ``cancelled`` in state ``queued`` (their handler never ran), and every call gets exactly one
-    terminal frame."""
+async def _busy_server(nursery: trio.Nursery, tmp_path: Path) -> tuple[Server, str, Work]:
+    """A server with ``t/hold`` (holds its loop) and ``t/work`` (records that it ran)."""
     work = Work()
     registry = Registry(
         [
@@ -129,16 +124,33 @@ async def test_superseded_calls_waiting_to_be_read_are_shed_before_they_start(
     )
     server = Server(registry)
     [bound] = await nursery.start(server.run, f"ipc://{tmp_path}/s.sock")
+    return server, bound, work
+
+
+def _burst(bound: str, count: int, *, keyed: range) -> zmq.Socket[bytes]:
+    """A raw DEALER that said hello, sent ``t/hold`` (id 1) and then ``count`` ``t/work``
+    calls (ids from 2), those whose id is in ``keyed`` with one supersede key."""
     socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
     socket.setsockopt(zmq.LINGER, 0)
     socket.connect(bound)
+    socket.send(msgpack.packb({"type": "hello", "versions": [1], "name": "typist"}))
+    socket.send(msgpack.packb({"type": "call", "id": 1, "endpoint": "t/hold", "args": {}}))
+    for n in range(2, count + 2):
+        call = {"type": "call", "id": n, "endpoint": "t/work", "args": {"n": n}}
+        socket.send(msgpack.packb({**call, **({"supersede": "completion"} if n in keyed else {})}))
+    return socket
+
+
+async def test_superseded_calls_waiting_to_be_read_are_shed_before_they_start(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    """200 calls, then 100 calls with one supersede key, pipelined while the server is busy:
+    the newest keyed call returns its result, nearly all the other keyed calls end
+    ``cancelled`` in state ``queued`` (their handler never ran), and every call gets exactly one
+    terminal frame."""
+    server, bound, work = await _busy_server(nursery, tmp_path)
+    socket = _burst(bound, 300, keyed=range(202, 302))
     try:
-        socket.send(msgpack.packb({"type": "hello", "versions": [1], "name": "typist"}))
-        socket.send(msgpack.packb({"type": "call", "id": 1, "endpoint": "t/hold", "args": {}}))
-        for n in range(2, 302):
-            call = {"type": "call", "id": n, "endpoint": "t/work", "args": {"n": n}}
-            keyed = {"supersede": "completion"} if n >= 202 else {}
-            socket.send(msgpack.packb({**call, **keyed}))
         terminal: dict[int, list[dict[str, Any]]] = {}
         with trio.fail_after(30):
             while len(terminal) < 301 or 301 not in terminal:
@@ -177,27 +189,11 @@ async def test_a_server_shutting_down_ends_each_staged_call_once(
     """Shutdown while calls are staged: each call read gets exactly one terminal frame, a
     staged call is answered ``cancelled`` (``queued``, reason ``shutdown``) and never runs, a
     call answered with a result ran, and the peer gets its ``bye``."""
-    work = Work()
-    registry = Registry(
-        [
-            Endpoint(spec=EndpointSpec(name="t/hold"), handler=work.hold),
-            Endpoint(spec=EndpointSpec(name="t/work", params=(N,)), handler=work.work),
-        ]
-    )
-    server = Server(registry)
-    [bound] = await nursery.start(server.run, f"ipc://{tmp_path}/s.sock")
-    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
-    socket.setsockopt(zmq.LINGER, 0)
-    socket.connect(bound)
+    server, bound, work = await _busy_server(nursery, tmp_path)
+    # Unkeyed calls first (they put the server behind), then keyed ones, then unkeyed ones
+    # again, which wait behind the staged keyed call.
+    socket = _burst(bound, 600, keyed=range(200, 300))
     try:
-        socket.send(msgpack.packb({"type": "hello", "versions": [1], "name": "typist"}))
-        socket.send(msgpack.packb({"type": "call", "id": 1, "endpoint": "t/hold", "args": {}}))
-        # Unkeyed calls first (they put the server behind), then keyed ones, then unkeyed ones
-        # again, which wait behind the staged keyed call.
-        for n in range(2, 602):
-            call = {"type": "call", "id": n, "endpoint": "t/work", "args": {"n": n}}
-            keyed = {"supersede": "completion"} if 200 <= n < 300 else {}
-            socket.send(msgpack.packb({**call, **keyed}))
         with trio.fail_after(30):
             while len(server._stage) < 50:  # calls staged, not merely spawned
                 await trio.lowlevel.checkpoint()
@@ -241,23 +237,8 @@ async def test_the_staged_calls_of_a_peer_that_left_end_without_running(
     """A peer that sends a burst and goes away while calls of it are staged: once the server
     finds it gone, its staged calls end (no frame: nobody is left to read one) without
     running, nothing stays in flight, and the server goes on serving."""
-    work = Work()
-    registry = Registry(
-        [
-            Endpoint(spec=EndpointSpec(name="t/hold"), handler=work.hold),
-            Endpoint(spec=EndpointSpec(name="t/work", params=(N,)), handler=work.work),
-        ]
-    )
-    server = Server(registry)
-    [bound] = await nursery.start(server.run, f"ipc://{tmp_path}/s.sock")
-    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
-    socket.connect(bound)
-    socket.send(msgpack.packb({"type": "hello", "versions": [1], "name": "typist"}))
-    socket.send(msgpack.packb({"type": "call", "id": 1, "endpoint": "t/hold", "args": {}}))
-    for n in range(2, 602):
-        call = {"type": "call", "id": n, "endpoint": "t/work", "args": {"n": n}}
-        keyed = {"supersede": "completion"} if 200 <= n < 300 else {}
-        socket.send(msgpack.packb({**call, **keyed}))
+    server, bound, work = await _busy_server(nursery, tmp_path)
+    socket = _burst(bound, 600, keyed=range(200, 300))
     with trio.fail_after(30):
         while len(server._stage) < 50:  # calls staged, not merely spawned
             await trio.lowlevel.checkpoint()
