@@ -41,7 +41,7 @@ from typing import Any
 
 import trio
 
-from actors.cluster._coordinator import Claim, ClusterView
+from actors.cluster._coordinator import Claim, ClusterView, Member
 from actors.cluster._gate import ClusterRegistry, shard_map
 from actors.cluster._pool import ClientPool
 from actors.cluster._shards import shard_of
@@ -329,15 +329,16 @@ def forwarding_registry(
     shard map."""
     turn = itertools.count()
 
-    def any_worker() -> str:
-        current = view()
+    def next_member(current: ClusterView | None) -> Member | None:
+        """The live worker whose turn it is to take a call naming no agent."""
         members = current.members if current is not None else ()
-        if not members:
-            raise UnavailableError("no worker is running")
-        return members[next(turn) % len(members)].endpoint
+        return members[next(turn) % len(members)] if members else None
 
     async def forward_any(name: str, args: dict[str, Any]) -> Any:
-        client = await pool.get(any_worker())
+        member = next_member(view())
+        if member is None:
+            raise UnavailableError("no worker is running")
+        client = await pool.get(member.endpoint)
         return await call_to_outcome(client, name, args)
 
     def forwarder(name: str) -> Callable[[CallContext, dict[str, Any]], Awaitable[Any]]:
@@ -359,10 +360,9 @@ def forwarding_registry(
             if agent_id is None:
                 # A call about no agent goes to the live workers in turn, relayed like the
                 # rest when that worker is connected (a task and its scheduling cost more).
-                members = current.members
-                if not members:
+                member = next_member(current)
+                if member is None:
                     return DEFERRED
-                member = members[next(turn) % len(members)]
                 worker_id, endpoint = member.worker_id, member.endpoint
                 retry = functools.partial(forward_any, name, args)
             else:
