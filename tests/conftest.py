@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from tests._processes import reap
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "dsh-sessions"
 
@@ -32,10 +34,7 @@ async def server_process(tmp_path: Path) -> AsyncIterator[tuple[trio.Process, st
     try:
         yield process, addresses[0]
     finally:
-        if process.returncode is None:
-            process.kill()
-        with trio.move_on_after(10, shield=True):
-            await process.wait()
+        await reap(process)
 
 
 PYTHON = sys.executable

@@ -27,6 +27,7 @@ import pytest
 import trio
 
 from actors import generate_key_files
+from tests._processes import reap
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = (ROOT / "README.md", ROOT / "SECURITY.md", *sorted((ROOT / "docs").glob("*.md")))
@@ -167,10 +168,7 @@ async def example_server(work: Path, *, curve: bool) -> AsyncIterator[str]:
     try:
         yield addresses[0]
     finally:
-        if process.returncode is None:
-            process.kill()
-        with trio.move_on_after(10, shield=True):
-            await process.wait()
+        await reap(process)
 
 
 runnable = [s for s in SNIPPETS if s.runnable]

@@ -25,6 +25,7 @@ import trio
 import zmq
 
 from actors._serve import READY_LINE
+from tests._processes import reap
 from wire import ArgumentsInvalidError, ErrorCode, WireError, open_client
 
 #: Every call carries this deadline: a valid but huge sleep must not hold the sweep up.
@@ -310,9 +311,7 @@ async def sweep(tmp_path: Path, values: dict[str, bytes]) -> None:
         assert again == described
         assert process.returncode is None
     finally:
-        process.kill()
-        with trio.move_on_after(10, shield=True):
-            await process.wait()
+        await reap(process)
     log = stderr_path.read_text(errors="replace")
     assert "Traceback" not in log, log[-5000:]
 

@@ -21,6 +21,7 @@ import trio
 from actors._reference_services import SessionFileReferences
 from actors.cli._demo import start_server_process
 from actors.file_references import FileReferenceCandidate
+from tests._processes import reap
 from wire import ArgumentsInvalidError, SessionNotFoundError, WireError, open_client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,10 +59,7 @@ async def full_tree_server(tmp_path: Path) -> AsyncIterator[str]:
     try:
         yield addresses[0]
     finally:
-        if process.returncode is None:
-            process.kill()
-        with trio.move_on_after(10, shield=True):
-            await process.wait()
+        await reap(process)
 
 
 def write_wide_tree(root: Path, directories: int = 30, subdirectories: int = 10) -> Path:

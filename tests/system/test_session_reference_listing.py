@@ -19,6 +19,7 @@ import pytest
 import trio
 
 from actors.cli._demo import start_server_process
+from tests._processes import reap
 from tests.actors.session_references._reference_listing import ListedSession, expected_candidates
 from tests.actors.store.test_fixture_candidates import QUERIES, realize
 from wire import SessionReferenceError, open_client
@@ -47,9 +48,7 @@ async def served_fixtures(tmp: Path) -> AsyncIterator[tuple[Any, list[ListedSess
                     await trio.sleep(0.05)
             yield client, reference, root.resolve()
     finally:
-        process.kill()
-        with trio.move_on_after(10, shield=True):
-            await process.wait()
+        await reap(process)
 
 
 async def test_candidates_over_the_wire_are_upstreams_listing(tmp_path: Path) -> None:

@@ -48,6 +48,7 @@ from actors.session_references import (
     prepare,
     resolve_reference_budget,
 )
+from tests._processes import reap
 from wire import ErrorCode, Server, SessionReferenceError, open_client
 
 FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "dsh-sessions"
@@ -198,9 +199,7 @@ async def served(
     try:
         yield address, ids
     finally:
-        process.kill()
-        with trio.move_on_after(10, shield=True):
-            await process.wait()
+        await reap(process)
 
 
 async def block_mailbox(client: Any, agent: str, nursery: trio.Nursery) -> trio.CancelScope:

@@ -16,6 +16,7 @@ import trio
 from actors._serve import READY_LINE
 from actors.cli._demo import start_server_process
 from actors.session_log import load_session, log_path, scan_frames, session_title
+from tests._processes import reap
 from wire import open_client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,9 +100,7 @@ async def test_imported_logs_are_listed_and_referenced_by_a_server(
                 agent = str(header_of(sources[0])["id"])
                 candidates = await client.agent(agent).sessionReferenceResolver.candidates("")
     finally:
-        process.kill()
-        with trio.move_on_after(10, shield=True):
-            await process.wait()
+        await reap(process)
     offered = {c["sessionId"]: (c.get("cwd"), c["label"]) for c in candidates}
     for session_id in (str(header_of(source)["id"]) for source in sources[1:3]):
         cwd, title = expected[session_id]
