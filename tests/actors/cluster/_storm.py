@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import heapq
 import random
+import select
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -155,9 +156,9 @@ def storm(
             if exhausted and not open_ids and time.monotonic() - last_frame > settle:
                 break
             wait = 0.05 if not cancels else max(0.0, cancels[0][0] - time.monotonic())
-            if not sock.poll(wait * 1000):
+            if not _wait_readable(sock, wait):
                 continue
-            while sock.poll(0):
+            while sock.get(zmq.EVENTS) & zmq.POLLIN:
                 message = msgpack.unpackb(sock.recv())
                 if message["type"] == "ping":
                     sock.send(msgpack.packb({"type": "pong"}))
@@ -172,6 +173,20 @@ def storm(
     finally:
         sock.close()
         context.term()
+
+
+def _wait_readable(sock: zmq.Socket[bytes], timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for a message, asleep: ``zmq.poll`` counts whole ms, so a
+    cancel due in under 1 ms made it return at once, and the client spun (most of a core, on
+    the cores the servers share), where ``select`` sleeps to the µs."""
+    end = time.monotonic() + timeout
+    while not sock.get(zmq.EVENTS) & zmq.POLLIN:
+        # The FD signals a change only; EVENTS, just read, re-arms it.
+        left = end - time.monotonic()
+        if left <= 0:
+            return False
+        select.select([sock.FD], [], [], left)
+    return True
 
 
 def appended_texts(paths: dict[str, Path]) -> set[str]:
