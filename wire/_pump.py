@@ -32,7 +32,10 @@ Sharing the server's time: each drain may take a budget of frames and start that
 when a drain's work (inline, and in the tasks it started) outlasts ``_PASS_BUDGET``, a server's
 pump halves the budget, so another peer's call read next waits behind a few handlers, not
 behind a batch of a greedy peer's expensive calls. A drain that cancelled a running handler
-stops there, so the handler ends (and answers) before more is read.
+starts nothing more, so the handler ends (and answers) before any call read after the cancel
+starts; it reads on within its budget, holding those calls in the owner's stage for a pass, so
+the cancels queued behind that one take effect at once (a drain that stopped at each cancel
+left a storm of cancels waiting in the socket, a few ms each).
 """
 
 from __future__ import annotations
@@ -353,6 +356,7 @@ class SocketPump:
         stage = self._stage
         if stage is not None:
             stage.held_in_drain = 0
+            stage.hold = False
             # Before _fit_budget resets it: the last drain stopped on its budget.
             stage.behind = self._limited_at != -math.inf and not self._slept
         count = 0
@@ -379,8 +383,12 @@ class SocketPump:
                 count += 1
                 on_receive(peer, frames)
                 if self.yield_requested:
-                    break  # a cancelled handler ends first: cancel-to-quiescence
-                if stage is not None and stage.held_in_drain:
+                    if stage is None:
+                        break  # a cancelled handler ends first: cancel-to-quiescence
+                    # Read on within the budget, so the cancels behind this one take effect
+                    # now, but start nothing more: the calls read wait a pass in the stage.
+                    stage.hold = True
+                elif stage is not None and stage.held_in_drain:
                     limit = min(budget + stage.held_in_drain, _INTAKE_LIMIT)
                 if self.expecting >= started_limit:
                     break
@@ -388,7 +396,7 @@ class SocketPump:
         except zmq.Again:
             self.drained_at = now
         self.received += count
-        if stage is not None and stage.waiting():
+        if stage is not None and stage.waiting() and not stage.hold:
             ran = count - stage.held_in_drain
             if stage.release(max(0, budget - ran)) + ran >= budget:
                 limited = True

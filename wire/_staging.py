@@ -63,11 +63,15 @@ class CallStage:
         #: keyed calls wait. A server that keeps up starts each call as it reads it, as
         #: without a stage; there is no backlog for a newer call to find its older one in.
         self.behind = False
+        #: Set by the socket's owner for the rest of a drain in which a running handler was
+        #: cancelled: the calls read after it wait a pass, so that handler ends first, while
+        #: the drain reads on and the cancels behind it take effect at once.
+        self.hold = False
 
     def offer(self, record: CallRecord) -> bool:
         """Stage ``record`` if it must wait (the server is behind and it may be superseded,
-        or others wait before it); ``False``: start it now."""
-        if self._queue or (self.behind and record.call.supersede is not None):
+        others wait before it, or the drain holds new calls); ``False``: start it now."""
+        if self._queue or self.hold or (self.behind and record.call.supersede is not None):
             record.handle = STAGED
             self._queue.append(record)
             self.held_in_drain += 1

@@ -254,3 +254,84 @@ async def test_the_staged_calls_of_a_peer_that_left_end_without_running(
     async with open_client(bound) as other:
         assert await other.call("t/work", {"n": 7}) == 7
     await server.aclose()
+
+
+def test_a_held_drain_stages_every_call_it_reads() -> None:
+    driver = Driver(behind=False)
+    driver.stage.hold = True
+    assert driver.stage.offer(record(1))
+    assert driver.started == []
+
+
+async def test_a_burst_of_cancels_takes_effect_in_one_pass_and_starts_nothing_before(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    """Ten running handlers, then, while an inline call holds a drain, a cancel for each and one
+    more call: the first cancelled handler to run finds all ten cancels applied (the drain
+    read on past the first), and the call read after them starts only once all ten ended
+    (their handlers run first). A drain that stopped at each cancel applied one per pass."""
+    events: list[tuple[str, int, int]] = []
+    servers: list[Server] = []
+
+    async def wait(ctx: Any, args: dict[str, Any]) -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            cancelling = servers[0].statistics().calls["cancelling-running"]
+            events.append(("ended", args["n"], cancelling))
+
+    async def work(ctx: Any, args: dict[str, Any]) -> int:
+        events.append(("started", args["n"], 0))
+        return int(args["n"])
+
+    async def never(ctx: Any, args: dict[str, Any]) -> None:
+        raise AssertionError("t/hold runs inline")
+
+    def hold(ctx: Any, args: dict[str, Any]) -> None:
+        time.sleep(0.3)  # holds the drain that read it: the burst behind it arrives meanwhile
+
+    registry = Registry(
+        [
+            Endpoint(spec=EndpointSpec(name="t/wait", params=(N,)), handler=wait),
+            Endpoint(spec=EndpointSpec(name="t/work", params=(N,)), handler=work),
+            Endpoint(spec=EndpointSpec(name="t/hold"), handler=never, run_inline=hold),
+        ]
+    )
+    server = Server(registry)
+    servers.append(server)
+    [bound] = await nursery.start(server.run, f"ipc://{tmp_path}/s.sock")
+    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.connect(bound)
+    try:
+        socket.send(msgpack.packb({"type": "hello", "versions": [1], "name": "canceller"}))
+        for n in range(1, 11):
+            call = {"type": "call", "id": n, "endpoint": "t/wait", "args": {"n": n}}
+            socket.send(msgpack.packb(call))
+        with trio.fail_after(30):
+            while server.statistics().calls["running"] < 10:
+                await trio.sleep(0.01)
+        # Sent at once, without yielding: the server reads the hold first, and the rest while
+        # its drain is held, all in one drain.
+        socket.send(msgpack.packb({"type": "call", "id": 11, "endpoint": "t/hold", "args": {}}))
+        for n in range(1, 11):
+            socket.send(msgpack.packb({"type": "cancel", "id": n, "reason": "caller"}))
+        work_call = {"type": "call", "id": 12, "endpoint": "t/work", "args": {"n": 12}}
+        socket.send(msgpack.packb(work_call))
+        terminal: dict[int, dict[str, Any]] = {}
+        with trio.fail_after(30):
+            while len(terminal) < 12:  # the hold answers too (id 11)
+                if not socket.poll(0):
+                    await trio.sleep(0.005)
+                    continue
+                frame = msgpack.unpackb(socket.recv())
+                if frame["type"] in ("result", "error") and frame.get("id") is not None:
+                    terminal[frame["id"]] = frame
+        assert all(terminal[n]["code"] == "cancelled" for n in range(1, 11)), terminal
+        assert terminal[12] == {"type": "result", "id": 12, "value": 12}
+        ended = [event for event in events if event[0] == "ended"]
+        assert ended[0][2] == 10, events  # every cancel applied before any handler ran
+        assert events[-1] == ("started", 12, 0), events
+        await server.aclose()
+    finally:
+        socket.close(linger=0)
