@@ -73,6 +73,10 @@ class ProjectionCache:
         self._reader = reader
         self._write_lock = threading.Lock()
         self._read_lock = threading.Lock()
+        #: Session id → (last seq, file size, file mtime) noted by `note_progress` and not
+        #: committed yet; the next write transaction takes them (`_progress_lock` guards it).
+        self._progress: dict[str, tuple[int | None, int, int]] = {}
+        self._progress_lock = threading.Lock()
 
     @classmethod
     def open(cls, path: str | Path) -> ProjectionCache:
@@ -111,18 +115,26 @@ class ProjectionCache:
             return cls(file, writer, reader)
 
     def close(self) -> None:
-        """Close both connections (idempotent)."""
+        """Commit the progress noted, then close both connections (idempotent)."""
         with self._write_lock, self._read_lock:
+            try:
+                if self._progress:
+                    with self._writer:
+                        self._commit_progress(self._writer)
+            except sqlite3.Error:
+                pass  # derived: the indexer brings the rows up to their logs on the next start
             self._writer.close()
             self._reader.close()
 
     @contextmanager
     def _write(self, *, listing_changed: bool = True) -> Iterator[sqlite3.Connection]:
         """One write transaction; ``listing_changed`` bumps the revision that derived views
-        (the candidate index) key on."""
+        (the candidate index) key on. It also commits the progress noted meanwhile, and, once
+        the writer is free again, what was noted while it held it."""
         with self._write_lock:
             try:
                 with self._writer:  # one transaction: commit, or roll back on error
+                    self._commit_progress(self._writer)
                     yield self._writer
                     if listing_changed:
                         self._writer.execute(
@@ -131,6 +143,56 @@ class ProjectionCache:
                         )
             except sqlite3.Error as error:
                 raise ProjectionCacheError(f"{self.path}: write failed: {error}") from error
+        self._commit_noted_if_free()
+
+    def note_progress(
+        self, session_id: str, *, last_seq: int | None, file_size: int, file_mtime_ns: int
+    ) -> None:
+        """Record an append that changed nothing a listing shows (no title, no subagent
+        label): group commit. If the writer is free this thread commits it (with whatever
+        else was noted); if another thread holds it, that one commits it before it lets go,
+        and this returns at once instead of queueing for its own transaction (under
+        concurrent appends to many sessions, the wait was most of an append's time).
+
+        Until then readers see the row's previous size, which only makes the indexer read
+        that log again: the row is derived, and the log is already written.
+
+        Raises:
+            ProjectionCacheError: this thread's commit failed (the progress stays noted for
+                the next write).
+        """
+        with self._progress_lock:
+            self._progress[session_id] = (last_seq, file_size, file_mtime_ns)
+        self._commit_noted_if_free()
+
+    def _commit_noted_if_free(self) -> None:
+        # Whoever releases the writer looks again, so progress noted while it was held is
+        # committed by that thread or the next holder: nothing waits for an unrelated write.
+        while self._progress and self._write_lock.acquire(blocking=False):
+            try:
+                with self._writer:
+                    self._commit_progress(self._writer)
+            except sqlite3.Error as error:
+                raise ProjectionCacheError(f"{self.path}: write failed: {error}") from error
+            finally:
+                self._write_lock.release()
+
+    def _commit_progress(self, db: sqlite3.Connection) -> None:
+        """Write the progress noted into ``db``'s transaction (held by the caller); on a
+        failure the entries not noted again since go back, for the next transaction."""
+        with self._progress_lock:
+            taken, self._progress = self._progress, {}
+        if not taken:
+            return
+        try:
+            db.executemany(
+                "UPDATE sessions SET last_seq = ?, file_size = ?, file_mtime_ns = ? WHERE id = ?",
+                [(*values, session_id) for session_id, values in taken.items()],
+            )
+        except BaseException:
+            with self._progress_lock:
+                self._progress = taken | self._progress
+            raise
 
     def _read(self, sql: str, parameters: Sequence[Any] = ()) -> list[Any]:
         with self._read_lock:

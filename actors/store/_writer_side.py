@@ -83,6 +83,9 @@ class WriterSide:
     durable: WriterView | None = None
     #: The idempotency keys of the log and of every accepted batch (`actors.store._idempotency`).
     keys: KeyIndex = attrs.Factory(lambda: KeyIndex(IdempotencyPolicy()))
+    #: The title and subagent label this writer last recorded in the cache (``None``: none
+    #: yet): an append that changes neither only notes its progress (`ProjectionCache`).
+    listed: tuple[str | None, str | None] | None = None
 
     @classmethod
     def open(
@@ -278,11 +281,25 @@ class WriterSide:
         descriptor = writer.subagent_descriptor
         count = writer.next_seq
         stat = os.stat(self.path)
+        listed = (
+            writer.title.title if writer.title is not None else None,
+            descriptor.label if descriptor is not None else None,
+        )
+        last_seq = count - 1 if count else None
+        if listed == self.listed:
+            self.cache.note_progress(
+                self.session_id,
+                last_seq=last_seq,
+                file_size=stat.st_size,
+                file_mtime_ns=stat.st_mtime_ns,
+            )
+            return
         self.cache.update_progress(
             self.session_id,
-            title=writer.title.title if writer.title is not None else None,
-            subagent_label=descriptor.label if descriptor is not None else None,
-            last_seq=count - 1 if count else None,
+            title=listed[0],
+            subagent_label=listed[1],
+            last_seq=last_seq,
             file_size=stat.st_size,
             file_mtime_ns=stat.st_mtime_ns,
         )
+        self.listed = listed

@@ -4,6 +4,7 @@ model routes, schema upgrades (issue 3, item 4)."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -144,6 +145,69 @@ def test_update_progress_touches_only_its_fields(cache: ProjectionCache) -> None
         "a", 5, cwd="/w", title="T", last_seq=3, file_size=10, file_mtime_ns=11
     )
     assert cache.revision() == before + 1
+
+
+def test_noted_progress_is_committed_at_once_while_the_writer_is_free(
+    cache: ProjectionCache,
+) -> None:
+    """An append that changed no title or label notes its progress: committed by the caller
+    when nobody else writes, without bumping the listing revision."""
+    cache.upsert([row("a", 5, cwd="/w", title="T")])
+    before = cache.revision()
+    cache.note_progress("a", last_seq=3, file_size=10, file_mtime_ns=11)
+    assert cache.get("a") == row(
+        "a", 5, cwd="/w", title="T", last_seq=3, file_size=10, file_mtime_ns=11
+    )
+    assert cache.revision() == before
+
+
+def test_progress_noted_during_another_write_is_committed_by_that_writer(
+    cache: ProjectionCache,
+) -> None:
+    """Group commit: while another thread's transaction holds the writer, noting progress
+    returns at once (it does not queue for a transaction of its own), and the holder commits
+    it once its own transaction is done; the last note of a session wins."""
+    cache.upsert([row("a", 5), row("b", 6)])
+    holding, release = threading.Event(), threading.Event()
+
+    def other_write() -> None:
+        with cache._write(listing_changed=False) as db:
+            db.execute("UPDATE sessions SET file_size = 1 WHERE id = 'b'")
+            holding.set()
+            release.wait(10)
+
+    writer = threading.Thread(target=other_write)
+    writer.start()
+    try:
+        assert holding.wait(10)
+        noter = threading.Thread(
+            target=lambda: [
+                cache.note_progress("a", last_seq=n, file_size=10 * n, file_mtime_ns=n)
+                for n in (1, 2)
+            ]
+        )
+        noter.start()
+        noter.join(5)
+        assert not noter.is_alive(), "noting progress waited for the other write"
+        assert cache.get("a") == row("a", 5)  # not committed yet
+    finally:
+        release.set()
+        writer.join(10)
+    assert cache.get("a") == row("a", 5, last_seq=2, file_size=20, file_mtime_ns=2)
+    assert cache.get("b") == row("b", 6, file_size=1)
+
+
+def test_close_commits_the_progress_still_noted(tmp_path: Path) -> None:
+    cache = ProjectionCache.open(tmp_path / "cache.sqlite3")
+    cache.upsert([row("a", 5)])
+    with cache._write_lock:  # a writer in the middle of its transaction
+        cache.note_progress("a", last_seq=7, file_size=70, file_mtime_ns=7)
+    cache.close()
+    reopened = ProjectionCache.open(tmp_path / "cache.sqlite3")
+    try:
+        assert reopened.get("a") == row("a", 5, last_seq=7, file_size=70, file_mtime_ns=7)
+    finally:
+        reopened.close()
 
 
 def test_summaries_feed_session_reference_discovery(cache: ProjectionCache) -> None:
