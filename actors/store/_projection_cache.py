@@ -117,12 +117,13 @@ class ProjectionCache:
     def close(self) -> None:
         """Commit the progress noted, then close both connections (idempotent)."""
         with self._write_lock, self._read_lock:
-            try:
-                if self._progress:
+            taken = self._take_progress()
+            if taken:
+                try:
                     with self._writer:
-                        self._commit_progress(self._writer)
-            except sqlite3.Error:
-                pass  # derived: the indexer brings the rows up to their logs on the next start
+                        self._apply_progress(self._writer, taken)
+                except sqlite3.Error:
+                    pass  # derived: the indexer brings the rows up to their logs next start
             self._writer.close()
             self._reader.close()
 
@@ -130,20 +131,25 @@ class ProjectionCache:
     def _write(self, *, listing_changed: bool = True) -> Iterator[sqlite3.Connection]:
         """One write transaction; ``listing_changed`` bumps the revision that derived views
         (the candidate index) key on. It also commits the progress noted meanwhile, and, once
-        the writer is free again, what was noted while it held it."""
+        the writer is free again, what was noted while it held it (whose failure is not the
+        caller's: that progress stays noted, and the caller's own write is committed)."""
         with self._write_lock:
+            taken = self._take_progress()
             try:
                 with self._writer:  # one transaction: commit, or roll back on error
-                    self._commit_progress(self._writer)
+                    self._apply_progress(self._writer, taken)
                     yield self._writer
                     if listing_changed:
                         self._writer.execute(
                             "INSERT INTO meta(key, value) VALUES('revision', 1) "
                             "ON CONFLICT(key) DO UPDATE SET value = value + 1"
                         )
-            except sqlite3.Error as error:
-                raise ProjectionCacheError(f"{self.path}: write failed: {error}") from error
-        self._commit_noted_if_free()
+            except BaseException as error:
+                self._restore_progress(taken)
+                if isinstance(error, sqlite3.Error):
+                    raise ProjectionCacheError(f"{self.path}: write failed: {error}") from error
+                raise
+        self._commit_noted_if_free(quietly=True)
 
     def note_progress(
         self, session_id: str, *, last_seq: int | None, file_size: int, file_mtime_ns: int
@@ -165,34 +171,42 @@ class ProjectionCache:
             self._progress[session_id] = (last_seq, file_size, file_mtime_ns)
         self._commit_noted_if_free()
 
-    def _commit_noted_if_free(self) -> None:
+    def _commit_noted_if_free(self, *, quietly: bool = False) -> None:
         # Whoever releases the writer looks again, so progress noted while it was held is
         # committed by that thread or the next holder: nothing waits for an unrelated write.
         while self._progress and self._write_lock.acquire(blocking=False):
+            taken = self._take_progress()
             try:
                 with self._writer:
-                    self._commit_progress(self._writer)
+                    self._apply_progress(self._writer, taken)
             except sqlite3.Error as error:
+                self._restore_progress(taken)
+                if quietly:
+                    return
                 raise ProjectionCacheError(f"{self.path}: write failed: {error}") from error
             finally:
                 self._write_lock.release()
 
-    def _commit_progress(self, db: sqlite3.Connection) -> None:
-        """Write the progress noted into ``db``'s transaction (held by the caller); on a
-        failure the entries not noted again since go back, for the next transaction."""
+    def _take_progress(self) -> dict[str, tuple[int | None, int, int]]:
         with self._progress_lock:
             taken, self._progress = self._progress, {}
-        if not taken:
-            return
-        try:
+        return taken
+
+    def _restore_progress(self, taken: dict[str, tuple[int | None, int, int]]) -> None:
+        """Put back progress whose transaction failed, unless noted again since."""
+        if taken:
+            with self._progress_lock:
+                self._progress = taken | self._progress
+
+    @staticmethod
+    def _apply_progress(
+        db: sqlite3.Connection, taken: dict[str, tuple[int | None, int, int]]
+    ) -> None:
+        if taken:
             db.executemany(
                 "UPDATE sessions SET last_seq = ?, file_size = ?, file_mtime_ns = ? WHERE id = ?",
                 [(*values, session_id) for session_id, values in taken.items()],
             )
-        except BaseException:
-            with self._progress_lock:
-                self._progress = taken | self._progress
-            raise
 
     def _read(self, sql: str, parameters: Sequence[Any] = ()) -> list[Any]:
         with self._read_lock:
