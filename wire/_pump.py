@@ -26,16 +26,14 @@ per-peer backlog and retried, never dropped (``wire/_backlog.py``). When a backl
 ``max_backlog`` frames or ``max_backlog_bytes`` bytes the peer is reported through
 ``on_stuck`` (the server drops such a slow consumer; the client fails the call with
 ``overloaded``). Once a large backlog is gone, the pump hands the freed heap back to the
-system (:func:`~wire._memory.release_memory`).
+system (:func:`~wire._memory.release_memory`); until then freed heap is kept for reuse.
 
 Sharing the server's time: each drain may take a budget of frames and start that many tasks;
 when a drain's work (inline, and in the tasks it started) outlasts ``_PASS_BUDGET``, a server's
 pump halves the budget, so another peer's call read next waits behind a few handlers, not
 behind a batch of a greedy peer's expensive calls. A drain that cancelled a running handler
-starts nothing more, so the handler ends (and answers) before any call read after the cancel
-starts; it reads on within its budget, holding those calls in the owner's stage for a pass, so
-the cancels queued behind that one take effect at once (a drain that stopped at each cancel
-left a storm of cancels waiting in the socket, a few ms each).
+starts nothing more (the calls it reads wait a pass in the owner's stage), so the handler ends
+first, but reads on: a drain that stopped at each cancel left a storm of them unread for ms.
 """
 
 from __future__ import annotations
@@ -50,7 +48,7 @@ import zmq
 
 from wire._backlog import HeldFrames
 from wire._limits import DEFAULT_MAX_BACKLOG, DEFAULT_MAX_BACKLOG_BYTES
-from wire._memory import release_memory
+from wire._memory import keep_heap_for_reuse, release_memory
 from wire._waker import Waker
 
 if TYPE_CHECKING:
@@ -78,9 +76,8 @@ _BACKLOG_RETRY = 0.002
 #: a receive that finds nothing (``zmq.Again``) about twice that, so a drain asks ``EVENTS``
 #: for the first messages (a lone call stays cheap) and then receives until ``zmq.Again``.
 _PROBED_RECEIVES = 2
-#: Most messages one drain reads while the owner stages them (``CallStage``): each costs a decode,
-#: not a handler, and reading far ahead is what lets a newer call shed the older one it
-#: supersedes before it starts; a few ms of reading at most.
+#: Most messages one drain reads while the owner stages them (``CallStage``): a decode each, not
+#: a handler, so a newer call can shed the older one it supersedes; a few ms of reading at most.
 _INTAKE_LIMIT = 512
 #: Passes in a row the pump yields for :attr:`SocketPump.expecting` before it sleeps anyway: a
 #: miscounted ``expecting`` costs a few passes, never a busy loop.
@@ -226,6 +223,7 @@ class SocketPump:
         if self._running:
             raise trio.BusyResourceError("another task is already pumping this socket")
         self._running = True
+        keep_heap_for_reuse()  # once per process: large messages must not fault in pages
         self._clock = trio.lowlevel.current_clock().current_time
         fd = self._socket.FD
         self._waker = Waker.create(fd)
@@ -385,9 +383,7 @@ class SocketPump:
                 if self.yield_requested:
                     if stage is None:
                         break  # a cancelled handler ends first: cancel-to-quiescence
-                    # Read on within the budget, so the cancels behind this one take effect
-                    # now, but start nothing more: the calls read wait a pass in the stage.
-                    stage.hold = True
+                    stage.hold = True  # read on, start nothing more (see the docstring)
                 elif stage is not None and stage.held_in_drain:
                     limit = min(budget + stage.held_in_drain, _INTAKE_LIMIT)
                 if self.expecting >= started_limit:
