@@ -12,14 +12,10 @@ Outgoing frames are queued with :meth:`SocketPump.send_nowait` from any task and
 on the pump's next pass, in a tight loop.
 
 Waking the pump when a frame is queued: on Linux the pump sleeps on a private epoll set that
-holds the socket's FD and an eventfd, and :meth:`SocketPump.send_nowait` writes the eventfd.
-That costs one ``write`` and is picked up by trio's I/O poll on its next pass. The portable
-alternative, cancelling a cancel scope around ``wait_readable``, costs a scope per sleep and an
-exception unwinding through the wait (measured on a 2-CPU VM: a wake cycle costs about 55 µs
-more than a plain reschedule that way, about 13 µs more through the eventfd); it is the
-fallback where epoll or eventfd is missing. And when the owner has just started or woken tasks
-that are about to queue frames (it says so through :attr:`SocketPump.expecting`), the pump
-yields to them for a pass instead of going to sleep at all.
+holds the socket's FD and an eventfd, which :meth:`SocketPump.send_nowait` writes (a wake cycle
+costs about 13 µs more than a plain reschedule; 55 µs with the portable fallback, a cancel scope
+around ``wait_readable``). When the owner has just started or woken tasks that are about to
+queue frames (:attr:`SocketPump.expecting`), the pump yields to them for a pass instead.
 
 Flow control: a send that would block (the peer's high-water mark is reached) is kept in a
 per-peer backlog and retried, never dropped (``wire/_backlog.py``). When a backlog passes
@@ -32,8 +28,8 @@ Sharing the server's time: each drain may take a budget of frames and start that
 when a drain's work (inline, and in the tasks it started) outlasts ``_PASS_BUDGET``, a server's
 pump halves the budget, so another peer's call read next waits behind a few handlers, not
 behind a batch of a greedy peer's expensive calls. A drain that cancelled a running handler
-starts nothing more (the calls it reads wait a pass in the owner's stage), so the handler ends
-first, but reads on: a drain that stopped at each cancel left a storm of them unread for ms.
+starts nothing more (the calls it reads wait in the owner's stage) and the next pass only
+yields, so the handler ends first; but it reads on, or a storm of cancels waits unread for ms.
 """
 
 from __future__ import annotations
@@ -83,8 +79,7 @@ _INTAKE_LIMIT = 512
 #: miscounted ``expecting`` costs a few passes, never a busy loop.
 _MAX_IDLE_YIELDS = 3
 
-# Plain ints: pyzmq's constants are enum flags, and ``int & IntFlag`` runs Python-level enum
-# code on every probe.
+# Plain ints: ``int & IntFlag`` (pyzmq's constants) runs Python-level enum code per probe.
 _NOBLOCK = int(zmq.NOBLOCK)
 _MORE = int(zmq.SNDMORE | zmq.NOBLOCK)
 _EVENTS = int(zmq.EVENTS)
@@ -232,7 +227,10 @@ class SocketPump:
         stage = self._stage
         try:
             while True:
-                self.yield_requested = False
+                if self.yield_requested:  # the handler cancelled may run after us in a batch
+                    self.yield_requested = False
+                    await trio.lowlevel.checkpoint()
+                    continue
                 if self._held.trim_due:
                     # Here, between passes: no flush in progress still holds freed frames.
                     self._held.trim_due = False
@@ -293,6 +291,7 @@ class SocketPump:
                 # nothing to receive: sleep. Waiting is itself a schedule point, so a handler
                 # woken by what we just received (a cancelled one, say) runs without us.
                 idle_yields = 0
+                self.yield_requested = False  # sleeping lets a cancelled handler run as well
                 await self._sleep(fd)
         finally:
             self._closed = True

@@ -266,10 +266,11 @@ def test_a_held_drain_stages_every_call_it_reads() -> None:
 async def test_a_burst_of_cancels_takes_effect_in_one_pass_and_starts_nothing_before(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
-    """Ten running handlers, then, while an inline call holds a drain, a cancel for each and one
-    more call: the first cancelled handler to run finds all ten cancels applied (the drain
-    read on past the first), and the call read after them starts only once all ten ended
-    (their handlers run first). A drain that stopped at each cancel applied one per pass."""
+    """Running handlers, then, while an inline call holds a drain, a cancel for each and one
+    more (inline) call: the first cancelled handler to run finds every cancel applied (the
+    drain read on past the first), and the call read after them runs only once they all
+    ended, whichever order trio runs a batch in (eight rounds). A drain that stopped at each
+    cancel applied one per pass; a pump that ran first in the next batch ran the call first."""
     events: list[tuple[str, int, int]] = []
     servers: list[Server] = []
 
@@ -280,20 +281,20 @@ async def test_a_burst_of_cancels_takes_effect_in_one_pass_and_starts_nothing_be
             cancelling = servers[0].statistics().calls["cancelling-running"]
             events.append(("ended", args["n"], cancelling))
 
-    async def work(ctx: Any, args: dict[str, Any]) -> int:
+    async def never(ctx: Any, args: dict[str, Any]) -> None:
+        raise AssertionError("runs inline")
+
+    def work(ctx: Any, args: dict[str, Any]) -> int:
         events.append(("started", args["n"], 0))
         return int(args["n"])
 
-    async def never(ctx: Any, args: dict[str, Any]) -> None:
-        raise AssertionError("t/hold runs inline")
-
     def hold(ctx: Any, args: dict[str, Any]) -> None:
-        time.sleep(0.3)  # holds the drain that read it: the burst behind it arrives meanwhile
+        time.sleep(0.1)  # holds the drain that read it: the burst behind it arrives meanwhile
 
     registry = Registry(
         [
             Endpoint(spec=EndpointSpec(name="t/wait", params=(N,)), handler=wait),
-            Endpoint(spec=EndpointSpec(name="t/work", params=(N,)), handler=work),
+            Endpoint(spec=EndpointSpec(name="t/work", params=(N,)), handler=never, run_inline=work),
             Endpoint(spec=EndpointSpec(name="t/hold"), handler=never, run_inline=hold),
         ]
     )
@@ -303,35 +304,41 @@ async def test_a_burst_of_cancels_takes_effect_in_one_pass_and_starts_nothing_be
     socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
     socket.setsockopt(zmq.LINGER, 0)
     socket.connect(bound)
+
+    def send(frame: dict[str, Any]) -> None:
+        socket.send(msgpack.packb(frame))
+
     try:
-        socket.send(msgpack.packb({"type": "hello", "versions": [1], "name": "canceller"}))
-        for n in range(1, 11):
-            call = {"type": "call", "id": n, "endpoint": "t/wait", "args": {"n": n}}
-            socket.send(msgpack.packb(call))
-        with trio.fail_after(30):
-            while server.statistics().calls["running"] < 10:
-                await trio.sleep(0.01)
-        # Sent at once, without yielding: the server reads the hold first, and the rest while
-        # its drain is held, all in one drain.
-        socket.send(msgpack.packb({"type": "call", "id": 11, "endpoint": "t/hold", "args": {}}))
-        for n in range(1, 11):
-            socket.send(msgpack.packb({"type": "cancel", "id": n, "reason": "caller"}))
-        work_call = {"type": "call", "id": 12, "endpoint": "t/work", "args": {"n": 12}}
-        socket.send(msgpack.packb(work_call))
-        terminal: dict[int, dict[str, Any]] = {}
-        with trio.fail_after(30):
-            while len(terminal) < 12:  # the hold answers too (id 11)
-                if not socket.poll(0):
-                    await trio.sleep(0.005)
-                    continue
-                frame = msgpack.unpackb(socket.recv())
-                if frame["type"] in ("result", "error") and frame.get("id") is not None:
-                    terminal[frame["id"]] = frame
-        assert all(terminal[n]["code"] == "cancelled" for n in range(1, 11)), terminal
-        assert terminal[12] == {"type": "result", "id": 12, "value": 12}
-        ended = [event for event in events if event[0] == "ended"]
-        assert ended[0][2] == 10, events  # every cancel applied before any handler ran
-        assert events[-1] == ("started", 12, 0), events
+        send({"type": "hello", "versions": [1], "name": "canceller"})
+        for first in range(1, 80, 10):
+            events.clear()
+            waiters = range(first, first + 4)
+            for n in waiters:
+                send({"type": "call", "id": n, "endpoint": "t/wait", "args": {"n": n}})
+            with trio.fail_after(30):
+                while server.statistics().calls["running"] < 4:
+                    await trio.sleep(0.01)
+            # Sent at once, without yielding: the server reads the hold first, and the rest
+            # while its drain is held, all in one drain.
+            send({"type": "call", "id": first + 4, "endpoint": "t/hold", "args": {}})
+            for n in waiters:
+                send({"type": "cancel", "id": n, "reason": "caller"})
+            after = first + 5
+            send({"type": "call", "id": after, "endpoint": "t/work", "args": {"n": after}})
+            terminal: dict[int, dict[str, Any]] = {}
+            with trio.fail_after(30):
+                while len(terminal) < 6:  # the hold answers too
+                    if not socket.poll(0):
+                        await trio.sleep(0.005)
+                        continue
+                    frame = msgpack.unpackb(socket.recv())
+                    if frame["type"] in ("result", "error") and frame.get("id") is not None:
+                        terminal[frame["id"]] = frame
+            assert all(terminal[n]["code"] == "cancelled" for n in waiters), terminal
+            assert terminal[after] == {"type": "result", "id": after, "value": after}
+            ended = [event for event in events if event[0] == "ended"]
+            assert ended[0][2] == 4, events  # every cancel applied before any handler ran
+            assert events[-1] == ("started", after, 0), events
         await server.aclose()
     finally:
         socket.close(linger=0)
