@@ -105,6 +105,8 @@ class HeldFrames:
         for peer, backlog in list(by_peer.items()):
             sent = 0
             while backlog and send(peer, backlog[0]):
+                if by_peer.get(peer) is not backlog:
+                    break  # the send found the peer gone: the rest is moot, tried or not
                 sent += len(backlog.popleft())
             if by_peer.get(peer) is not backlog:
                 continue  # forgotten meanwhile (it became unreachable), and counted then

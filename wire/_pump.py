@@ -480,6 +480,7 @@ class SocketPump:
             return False
         except zmq.ZMQError as exc:
             if exc.errno == zmq.EHOSTUNREACH:
+                self._held.forget(peer)  # every frame held for it is as moot as this one
                 self._on_unreachable(peer)
                 return True  # nobody to deliver to: the frame is moot
             raise
