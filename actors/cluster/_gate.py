@@ -52,22 +52,37 @@ def shard_map(view: ClusterView | None, *, self_id: str | None = None) -> dict[s
 
 
 class ClusterRegistry(Registry):
-    """A registry whose ``system/describe`` also carries the shard map (``cluster``)."""
+    """A registry whose ``system/describe`` also carries the shard map (``cluster``) of the
+    view ``view()`` returns (``self_id``: the worker it describes, if any)."""
 
-    def __init__(self, cluster_map: Any, endpoints: Any = ()) -> None:
+    def __init__(
+        self,
+        view: Callable[[], ClusterView | None],
+        *,
+        self_id: str | None = None,
+        endpoints: Any = (),
+    ) -> None:
         super().__init__(endpoints)
-        self._cluster_map = cluster_map
+        self._view = view
+        self._self_id = self_id
         self._described: dict[str, Any] | None = None
         self._base: dict[str, Any] | None = None
+        self._mapped: ClusterView | None = None
 
     def describe(self) -> dict[str, Any]:
         """The registry's description and the current shard map; the same object until
-        either changes, so the server's encoding of it is reused (``system/describe``)."""
-        base, cluster = self.base_description(), self._cluster_map()
+        either changes, so the server's encoding of it is reused (``system/describe``).
+
+        The map is built again only when the view is another one (a view never changes):
+        every describe call asks, and building it took most of a describe's cost (a flood of
+        describes, say)."""
+        base, view = self.base_description(), self._view()
         known = self._described
-        if known is None or self._base is not base or known["cluster"] != cluster:
-            self._base = base
-            self._described = known = {**base, "cluster": cluster}
+        if known is None or self._base is not base or self._mapped is not view:
+            cluster = shard_map(view, self_id=self._self_id)
+            if known is None or self._base is not base or known["cluster"] != cluster:
+                self._described = known = {**base, "cluster": cluster}
+            self._base, self._mapped = base, view
         return known
 
     def base_description(self) -> dict[str, Any]:
@@ -377,7 +392,7 @@ def gated_registry(
     shard map as this worker sees it. With ``route_creates`` (storage bindings are recorded),
     ``sessions/create`` goes through it, so a session is created only by its shard's owner,
     on the owner's storage."""
-    out = ClusterRegistry(lambda: shard_map(gate.view, self_id=gate.worker_id))
+    out = ClusterRegistry(lambda: gate.view, self_id=gate.worker_id)
     for endpoint in registry:
         lookup = next((p.name for p in endpoint.spec.params if p.lookup == "agent"), None)
         if endpoint.spec.name.startswith("system/"):

@@ -42,7 +42,7 @@ from typing import Any
 import trio
 
 from actors.cluster._coordinator import Claim, ClusterView, Member
-from actors.cluster._gate import ClusterRegistry, shard_map
+from actors.cluster._gate import ClusterRegistry
 from actors.cluster._pool import ClientPool
 from actors.cluster._shards import shard_of
 from actors.cluster._storage import stranded
@@ -388,7 +388,7 @@ def forwarding_registry(
         return relay
 
     description = {k: v for k, v in described.items() if k != "protocol"}
-    registry = _DescribedRegistry(description, lambda: shard_map(view()))
+    registry = _DescribedRegistry(description, view)
     for spec in specs_from_describe(described):
         if spec.name.startswith("system/"):
             continue
@@ -401,8 +401,8 @@ def forwarding_registry(
 class _DescribedRegistry(ClusterRegistry):
     """Describes itself as the workers do (their endpoints and record types)."""
 
-    def __init__(self, description: dict[str, Any], cluster_map: Any) -> None:
-        super().__init__(cluster_map)
+    def __init__(self, description: dict[str, Any], view: Callable[[], ClusterView | None]) -> None:
+        super().__init__(view)
         self._workers_description = description
 
     def base_description(self) -> dict[str, Any]:

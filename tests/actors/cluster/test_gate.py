@@ -9,7 +9,7 @@ import trio
 
 from actors.cluster import Claim, ClusterView, Member, shard_of
 from actors.cluster._fencing import LeaseClock
-from actors.cluster._gate import ShardGate, shard_map
+from actors.cluster._gate import ClusterRegistry, ShardGate, shard_map
 from actors.cluster._worker import _ack_guard
 from wire._errors import MovedError, UnavailableError
 
@@ -85,6 +85,24 @@ def test_shard_map_lists_owners_and_epochs() -> None:
     assert described["epochs"] == [5, None, 7, None]
     assert described["workers"] == {"w1": "ipc://w1", "w2": "ipc://w2"}
     assert described["self"] == "w1"
+
+
+def test_describe_is_one_object_per_shard_map_and_follows_a_new_view() -> None:
+    """Every describe call asks for the map: for the same view (or a new one with the same
+    map) the registry answers with the same object, whose encoding the server reuses; a new
+    map gives a new object that carries it."""
+    current = view(claim(0), claim(1, "w2"), revision=10)
+    registry = ClusterRegistry(lambda: current, self_id="w1")
+    first = registry.describe()
+    assert first["cluster"] == shard_map(current, self_id="w1")
+    assert registry.describe() is first
+    current = view(claim(0), claim(1, "w2"), revision=10)  # another view, the same map
+    assert registry.describe() is first
+    current = view(claim(0), claim(1), revision=11)
+    moved = registry.describe()
+    assert moved is not first
+    assert moved["cluster"]["owners"][:2] == ["w1", "w1"]
+    assert moved["cluster"]["revision"] == 11
 
 
 def test_lagging_view_does_not_lose_a_fresh_claim() -> None:
