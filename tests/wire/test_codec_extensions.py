@@ -31,6 +31,9 @@ SECONDS = struct.pack(">I", 1_700_000_000)
 FIXEXT4 = b"\xd6\xff" + SECONDS
 EXT8 = b"\xc7\x04\xff" + SECONDS
 EXT32 = b"\xc9\x00\x00\x00\x04\xff" + SECONDS
+FIXEXT8 = b"\xd7\xff" + struct.pack(">Q", 1_700_000_000)
+EXT16 = b"\xc8\x00\x04\xff" + SECONDS
+EXT8_96 = b"\xc7\x0c\xff" + struct.pack(">Iq", 0, 1_700_000_000)
 
 
 @pytest.mark.parametrize(
@@ -50,12 +53,22 @@ def test_extension_in_args_is_a_bad_request_for_the_call(args: dict[str, Any], w
     assert message == f"msgpack extension types are not allowed: {where}"
 
 
-@pytest.mark.parametrize("encoded", [FIXEXT4, EXT8, EXT32], ids=["fixext4", "ext8", "ext32"])
-def test_every_timestamp_encoding_is_refused(encoded: bytes) -> None:
-    """A timestamp is refused whichever ext family carries it."""
+@pytest.mark.parametrize(
+    "encoded",
+    [FIXEXT4, FIXEXT8, EXT8, EXT8_96, EXT16, EXT32],
+    ids=["fixext4", "fixext8", "ext8", "ext8-96", "ext16", "ext32"],
+)
+@pytest.mark.parametrize("big_ints", [0, 1, 3], ids=["alone", "after-1-int", "after-3-ints"])
+def test_every_timestamp_encoding_is_refused(encoded: bytes, big_ints: int) -> None:
+    """A timestamp is refused whichever ext family carries it, also behind large integers
+    whose 0xff bytes come first (seven each)."""
     head = msgpack.packb({"type": "call", "id": 4, "endpoint": "t/m"})
-    frame = bytes([head[0] + 1]) + head[1:] + msgpack.packb("args") + b"\x81\xa1a" + encoded
-    assert msgpack.unpackb(frame)["args"]["a"] == msgpack.Timestamp(1_700_000_000, 0)
+    ints = [2**56 - 1] * big_ints
+    value = msgpack.packb(ints)
+    args = b"\x82\xa1i" + value + b"\xa1a" + encoded
+    frame = bytes([head[0] + 1]) + head[1:] + msgpack.packb("args") + args
+    decoded = msgpack.unpackb(frame)["args"]
+    assert decoded["a"] == msgpack.Timestamp(1_700_000_000, 0) and decoded["i"] == ints
     assert refused(frame)[:2] == (4, ErrorCode.BAD_REQUEST)
 
 
