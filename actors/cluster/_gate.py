@@ -74,8 +74,7 @@ class ClusterRegistry(Registry):
         either changes, so the server's encoding of it is reused (``system/describe``).
 
         The map is built again only when the view is another one (a view never changes):
-        every describe call asks, and building it took most of a describe's cost (a flood of
-        describes, say)."""
+        every describe call asks, and building it was most of a describe's own cost."""
         base, view = self.base_description(), self._view()
         known = self._described
         if known is None or self._base is not base or self._mapped is not view:
