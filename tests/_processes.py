@@ -1,10 +1,18 @@
-"""Ending the server processes that tests start."""
+"""Running the processes tests start: a benchmark's quick run, and ending a server."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
 import trio
 
-__all__ = ["reap"]
+__all__ = ["reap", "run_bench"]
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 async def reap(process: trio.Process) -> None:
@@ -14,3 +22,19 @@ async def reap(process: trio.Process) -> None:
         process.kill()
     with trio.move_on_after(10, shield=True):
         await process.wait()
+
+
+def run_bench(module: str, *args: str, out: Path, timeout: float) -> tuple[dict[str, Any], str]:
+    """Run ``python -m MODULE ARGS --out OUT`` from the repository root, which must exit 0
+    (the tail of its stderr says why not); the JSON report it wrote, and its stdout."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args, "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report: dict[str, Any] = json.loads(out.read_text())
+    return report, done.stdout

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ if str(ROOT) not in sys.path:  # bench/ is not an installed package (pyproject l
 
 from bench import echo  # noqa: E402
 from bench._common import Throughput, latency_summary  # noqa: E402
+from tests._processes import run_bench  # noqa: E402
 
 REPORT_KEYS = {
     "benchmark", "startedAt", "elapsedSeconds", "config", "machine", "raw", "ours", "ratios",
@@ -75,16 +74,7 @@ def test_targets_miss_when_limits_are_crossed() -> None:
 def test_quick_run_writes_a_complete_report(tmp_path: Path) -> None:
     """``python -m bench.echo --quick`` runs both stacks and writes the JSON report and PNG."""
     out = tmp_path / "echo.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.echo", "--quick", "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(out.read_text())
+    report, stdout = run_bench("bench.echo", "--quick", out=out, timeout=180)
     assert REPORT_KEYS <= report.keys()
     assert Path(report["png"]).read_bytes().startswith(b"\x89PNG")
     assert report["config"]["quick"] is True
@@ -102,4 +92,4 @@ def test_quick_run_writes_a_complete_report(tmp_path: Path) -> None:
         "sequential p50 <= 2 x raw",
         "cancel-to-quiescence p99 <= 1 ms",
     ]
-    assert all(("PASS" if t["passed"] else "MISS") in done.stdout for t in report["targets"])
+    assert all(("PASS" if t["passed"] else "MISS") in stdout for t in report["targets"])

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests._processes import run_bench
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="bench.idle reads Linux's /proc"
@@ -20,16 +18,7 @@ def test_quick_run_reports_every_process_of_both_servers(tmp_path: Path) -> None
     """``python -m bench.idle --quick --workers 0,2`` measures the plain server and the
     supervisor with its two workers, and writes the JSON report and the PNG."""
     out = tmp_path / "idle.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.idle", "--quick", "--workers", "0,2", "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(out.read_text())
+    report, _ = run_bench("bench.idle", "--quick", "--workers", "0,2", out=out, timeout=60)
     assert {"config", "machine", "runs", "targets", "allPassed"} <= report.keys()
     assert [run["workers"] for run in report["runs"]] == [0, 2]
     roles = [[p["role"] for p in run["processes"]] for run in report["runs"]]

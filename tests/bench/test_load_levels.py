@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from bench._load_levels_report import (  # noqa: E402
 from bench._load_report import render_tables  # noqa: E402
 from bench._load_settings import LoadSettings  # noqa: E402
 from bench._load_stats import decode_sum, encode_samples, summarize  # noqa: E402
+from tests._processes import run_bench  # noqa: E402
 
 
 def _settings(*argv: str) -> LoadSettings:
@@ -127,29 +126,18 @@ def test_goodput_is_read_against_the_peak_so_far_and_recovery_at_every_level() -
     assert level_targets({}) == []
 
 
-_NO_LOGS = ("--sessions-from", "none", "--out")
-
-
 def test_quick_keystroke_only_run_reports_every_level(tmp_path: Path) -> None:
     """``bench.load --quick --only keystroke`` measures two tiny levels and judges them."""
     out = tmp_path / "load.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.load", "--quick", "--only", "keystroke", *_NO_LOGS, str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(out.read_text())
+    args = ("--quick", "--only", "keystroke", "--sessions-from", "none")
+    report, stdout = run_bench("bench.load", *args, out=out, timeout=120)
     section = report["keystrokeLevels"]
     assert section["typists"] == [4, 8] and section["durationSeconds"] == 0.5
     for level in section["levels"]:
         assert level["keystrokes"] > 0 and 0 < level["answered"] <= level["keystrokes"]
         assert level["counters"]["calls"] == 2 * level["keystrokes"]
         assert level["recoveryMs"]["slowest"] is not None
-    assert "echo" not in done.stdout.split("keystroke levels")[0]
+    assert "echo" not in stdout.split("keystroke levels")[0]
     assert [t["name"].split()[0] for t in report["targets"]] == ["keystroke", "fresh"]
     assert report["stacks"]["oursAsync"]["status"] == "skipped"
     assert any(p.endswith("load-keystroke-levels.png") for p in report["plots"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from bench._load_sessions import FIXTURES, place_sessions, size_summary  # noqa:
 from bench._load_stats import decode_sum, encode_samples, summarize  # noqa: E402
 from bench._load_workloads import CALLS, CallContext, Typing, missing_endpoints  # noqa: E402
 from bench.peers import PEERS  # noqa: E402
+from tests._processes import run_bench  # noqa: E402
 
 _MACHINE = {"cpuCount": 2, "cpuModel": "test", "python": "3", "pyzmq": "x", "libzmq": "y"}
 
@@ -358,16 +358,7 @@ def test_per_process_levels_multiply_by_the_processes() -> None:
 
 def _quick_run(tmp_path: Path, *extra: str) -> tuple[dict[str, Any], str]:
     out = tmp_path / "load.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.load", "--quick", "--out", str(out), *extra],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report: dict[str, Any] = json.loads(out.read_text())
+    report, stdout = run_bench("bench.load", "--quick", *extra, out=out, timeout=240)
     assert report["config"]["quick"] is True
     for name, stack in report["stacks"].items():
         if stack["status"] == "skipped":  # a peer that cannot be installed here
@@ -391,7 +382,7 @@ def _quick_run(tmp_path: Path, *extra: str) -> tuple[dict[str, Any], str]:
     if report["stacks"]["typescript"]["status"] == "measured":
         assert report["cancelTypescript"]["idle"]["latency"]["count"] > 0
         assert report["typescriptRatios"]["64B"]["ours"]["8"] > 0
-        assert "TypeScript client, idle server" in done.stdout
+        assert "TypeScript client, idle server" in stdout
     prepare = report["prepare"]
     if FIXTURES.is_dir():  # prepare runs over the real logs
         assert "skipped" not in prepare, prepare
@@ -413,8 +404,8 @@ def _quick_run(tmp_path: Path, *extra: str) -> tuple[dict[str, Any], str]:
     assert report["targets"][4]["status"] in ("PASS", "MISS")
     for plot in report["plots"]:
         assert Path(plot).read_bytes().startswith(b"\x89PNG")
-    assert "ours/peer" in done.stdout and "cancel-to-quiescence" in done.stdout
-    return report, done.stdout
+    assert "ours/peer" in stdout and "cancel-to-quiescence" in stdout
+    return report, stdout
 
 
 def test_quick_run_against_the_raw_ceiling_writes_the_report(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ run of ``bench.files``."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -21,10 +20,9 @@ import trio
 from actors._reference_services import SessionFileReferences
 from actors.cli._demo import start_server_process
 from actors.file_references import FileReferenceCandidate
-from tests._processes import reap
+from tests._processes import reap, run_bench
 from wire import ArgumentsInvalidError, SessionNotFoundError, WireError, open_client
 
-ROOT = Path(__file__).resolve().parents[2]
 SHM = Path("/dev/shm")
 
 
@@ -292,16 +290,9 @@ def test_bench_quick_run(tmp_path: Path, fast_tmp: Path) -> None:
     """``python -m bench.files --quick`` writes its JSON report and PNG and prints the targets
     with PASS or MISS."""
     out = tmp_path / "files.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.files", "--quick", "--tmp", str(fast_tmp), "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    report, stdout = run_bench(
+        "bench.files", "--quick", "--tmp", str(fast_tmp), out=out, timeout=120
     )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(out.read_text())
     assert Path(report["png"]).read_bytes().startswith(b"\x89PNG")
     assert report["config"]["quick"] is True
     assert report["tree"]["files"] == report["config"]["files"]
@@ -320,7 +311,7 @@ def test_bench_quick_run(tmp_path: Path, fast_tmp: Path) -> None:
         "keystroke p99, full tree, wire <= 10 ms",
         "keystroke p99, default cap, wire <= 10 ms",
     ]
-    assert all(("PASS" if t["passed"] else "MISS") in done.stdout for t in report["targets"])
+    assert all(("PASS" if t["passed"] else "MISS") in stdout for t in report["targets"])
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.store import latency_summary
+from tests._processes import run_bench
 
 ROOT = Path(__file__).resolve().parents[3]
 REPORT_KEYS = {
@@ -29,13 +29,8 @@ def test_latency_summary_uses_exact_nearest_rank_percentiles() -> None:
 def test_a_tiny_run_writes_the_report_and_plot(tmp_path: Path) -> None:
     """A small real run exits 0 and writes a complete JSON report and a PNG."""
     out = tmp_path / "store.json"
-    argv = [
-        sys.executable, "-m", "bench.store", "--quick", "--log-mb", "0.2", "--sessions", "20",
-        "--listed", "300", "--out", str(out),
-    ]  # fmt: skip
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    report = json.loads(out.read_text())
+    args = ("--quick", "--log-mb", "0.2", "--sessions", "20", "--listed", "300")
+    report, stdout = run_bench("bench.store", *args, out=out, timeout=120)
     assert set(report) == REPORT_KEYS
     assert [(e["durability"], e["batch"]) for e in report["append"]] == [
         ("fsync", 1), ("fsync", 64), ("flush", 1), ("flush", 64),
@@ -55,7 +50,7 @@ def test_a_tiny_run_writes_the_report_and_plot(tmp_path: Path) -> None:
     assert report["listing"]["rows"] == 300
     assert len(report["targets"]) == 3
     assert Path(report["png"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "PASS" in done.stdout or "MISS" in done.stdout
+    assert "PASS" in stdout or "MISS" in stdout
 
 
 @pytest.mark.parametrize("flag", ["--sessions", "--log-mb"])
