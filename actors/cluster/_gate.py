@@ -77,11 +77,12 @@ class ClusterRegistry(Registry):
         every describe call asks, and building it was most of a describe's own cost."""
         base, view = self.base_description(), self._view()
         known = self._described
-        if known is None or self._base is not base or self._mapped is not view:
-            cluster = shard_map(view, self_id=self._self_id)
-            if known is None or self._base is not base or known["cluster"] != cluster:
-                self._described = known = {**base, "cluster": cluster}
-            self._base, self._mapped = base, view
+        if known is not None and self._base is base and self._mapped is view:
+            return known
+        cluster = shard_map(view, self_id=self._self_id)
+        if known is None or self._base is not base or known["cluster"] != cluster:
+            self._described = known = {**base, "cluster": cluster}
+        self._base, self._mapped = base, view
         return known
 
     def base_description(self) -> dict[str, Any]:

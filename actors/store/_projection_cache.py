@@ -117,13 +117,8 @@ class ProjectionCache:
     def close(self) -> None:
         """Commit the progress noted, then close both connections (idempotent)."""
         with self._write_lock, self._read_lock:
-            taken = self._take_progress()
-            if taken:
-                try:
-                    with self._writer:
-                        self._apply_progress(self._writer, taken)
-                except sqlite3.Error:
-                    pass  # derived: the indexer brings the rows up to their logs next start
+            # A failure is left as it is: the indexer brings the rows up to their logs.
+            self._commit_noted()
             self._writer.close()
             self._reader.close()
 
@@ -175,17 +170,28 @@ class ProjectionCache:
         # Whoever releases the writer looks again, so progress noted while it was held is
         # committed by that thread or the next holder: nothing waits for an unrelated write.
         while self._progress and self._write_lock.acquire(blocking=False):
-            taken = self._take_progress()
             try:
-                with self._writer:
-                    self._apply_progress(self._writer, taken)
-            except sqlite3.Error as error:
-                self._restore_progress(taken)
+                error = self._commit_noted()
+            finally:
+                self._write_lock.release()
+            if error is not None:
                 if quietly:
                     return
                 raise ProjectionCacheError(f"{self.path}: write failed: {error}") from error
-            finally:
-                self._write_lock.release()
+
+    def _commit_noted(self) -> sqlite3.Error | None:
+        """Commit the progress noted in a transaction of its own (the caller holds the
+        writer); on a failure the progress stays noted and the error is returned."""
+        taken = self._take_progress()
+        if not taken:
+            return None
+        try:
+            with self._writer:
+                self._apply_progress(self._writer, taken)
+        except sqlite3.Error as error:
+            self._restore_progress(taken)
+            return error
+        return None
 
     def _take_progress(self) -> dict[str, tuple[int | None, int, int]]:
         with self._progress_lock:
