@@ -13,6 +13,8 @@ from wire._client import ClientStatistics as ClientStatistics
 from wire._client import open_client as open_client
 from wire._codec import decode as decode
 from wire._codec import encode as encode
+from wire._collector import YOUNG_COLLECTION_THRESHOLD as YOUNG_COLLECTION_THRESHOLD
+from wire._collector import settle_collector as settle_collector
 from wire._constraints import NonNegativeFloat as NonNegativeFloat
 from wire._constraints import NonNegativeInt as NonNegativeInt
 from wire._constraints import PositiveInt as PositiveInt
@@ -103,6 +105,7 @@ __all__ = [
     "SERVER_FAMILIES",
     "SYSTEM_SPECS",
     "WIRE_NAME",
+    "YOUNG_COLLECTION_THRESHOLD",
     "AgentBusyError",
     "ArgumentsInvalidError",
     "BadRequestError",
@@ -175,5 +178,6 @@ __all__ = [
     "open_client",
     "render_prometheus",
     "serve_metrics",
+    "settle_collector",
     "use_io_thread_policy",
 ]

@@ -111,7 +111,9 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def _print_ready(addresses: list[str]) -> None:
     from actors._serve import READY_LINE
+    from wire import settle_collector
 
+    settle_collector()  # startup is over: what it built is never collected
     print(f"{READY_LINE} {' '.join(addresses)}", flush=True)
 
 

@@ -15,7 +15,7 @@ from actors._config import ConfigError, load_config
 from actors.cluster._storage import STORAGE_MODES, Placement
 from actors.cluster._supervisor import WORKER_READY
 from actors.cluster._worker import run_worker
-from wire import IO_THREAD_POLICIES, use_io_thread_policy
+from wire import IO_THREAD_POLICIES, settle_collector, use_io_thread_policy
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,6 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     use_io_thread_policy(args.io_threads)  # before the worker's first socket
 
     def ready(addresses: list[str]) -> None:
+        settle_collector()  # startup is over: what it built is never collected
         print(f"{WORKER_READY} {' '.join(addresses)}", flush=True)
 
     trio.run(

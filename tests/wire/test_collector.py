@@ -1,0 +1,81 @@
+"""A server process's cycle collector, once settled: what startup built is frozen, and a burst
+of calls in flight triggers no collection; a process that chose its own collector keeps it.
+
+Each case runs in a fresh interpreter: the collector's settings are the whole process's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Settles the collector (or not, or after choosing one), then holds a burst of objects alive
+#: at once, as 256 calls in flight do (a few dozen containers each), and counts collections.
+_BURST = """
+import gc, json, sys
+from wire import YOUNG_COLLECTION_THRESHOLD, settle_collector
+
+setup = sys.argv[1]
+if setup == "own-threshold":
+    gc.set_threshold(2000, 10, 10)
+elif setup == "disabled":
+    gc.disable()
+if setup == "cli-ready":
+    from actors.cli._serving import _print_ready
+    _print_ready(["ipc:///nowhere"])
+    settled = None
+else:
+    settled = settle_collector() if setup != "default" else False
+collections = []
+gc.callbacks.append(lambda phase, info: phase == "stop" and collections.append(info["generation"]))
+for _ in range(20):
+    in_flight = [[[call, part] for part in range(30)] for call in range(256)]
+    del in_flight
+print(json.dumps({
+    "settled": settled,
+    "collections": len(collections),
+    "frozen": gc.get_freeze_count(),
+    "threshold": list(gc.get_threshold()),
+    "enabled": gc.isenabled(),
+    "young": YOUNG_COLLECTION_THRESHOLD,
+}))
+"""
+
+
+def _run(setup: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-c", _BURST, setup],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report
+
+
+def test_a_settled_collector_freezes_startup_and_lets_a_burst_of_calls_be() -> None:
+    default, settled = _run("default"), _run("settle")
+    # The burst (256 calls, 31 containers each, 20 times) is what makes CPython's default
+    # collect over and over; settled, the calls' objects are freed before any collection.
+    assert default["collections"] >= 20 and default["frozen"] == 0
+    assert settled["settled"] is True
+    assert settled["collections"] == 0
+    assert settled["frozen"] > 1000  # the modules, classes and functions startup built
+    assert settled["threshold"] == [settled["young"], *default["threshold"][1:]]
+
+
+def test_a_process_that_chose_its_collector_keeps_it() -> None:
+    own, disabled = _run("own-threshold"), _run("disabled")
+    assert own["settled"] is False and own["threshold"][0] == 2000 and own["frozen"] == 0
+    assert disabled["settled"] is False and not disabled["enabled"] and disabled["frozen"] == 0
+
+
+def test_serve_settles_its_collector_when_it_is_ready() -> None:
+    ready = _run("cli-ready")
+    assert ready["frozen"] > 1000 and ready["threshold"][0] == ready["young"]
