@@ -5,7 +5,7 @@ collects them all, the whole heap: the modules, classes and registries startup b
 sessions a server holds. A collection stops every call in flight. Calls in flight outlive the
 young collections that run between a batch's arrival and its answers, so their objects are
 promoted and count towards the next full collection. Measured on a 2-CPU VM: under echo load a
-``serve`` process holding the real DSH fixtures ran a full collection every 2 to 3 s, 11 to
+``serve`` process holding the real DSH fixtures ran a full collection every 1.5 to 3 s, 11 to
 14 ms each (31 ms once), and the supervisor of ``serve --workers`` relaying echo calls ran 55
 in six seconds, up to 17 ms each.
 
