@@ -1,16 +1,18 @@
-"""Running the processes tests start: a benchmark's quick run, and ending a server."""
+"""Running the processes tests start: a script in a fresh interpreter, a benchmark's quick run,
+and ending a server."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import trio
 
-__all__ = ["reap", "run_bench"]
+__all__ = ["reap", "run_bench", "run_script"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,3 +40,23 @@ def run_bench(module: str, *args: str, out: Path, timeout: float) -> tuple[dict[
     assert done.returncode == 0, done.stderr[-3000:]
     report: dict[str, Any] = json.loads(out.read_text())
     return report, done.stdout
+
+
+def run_script(
+    script: str, *args: str, env: Mapping[str, str] | None = None, timeout: float = 120
+) -> dict[str, Any]:
+    """Run ``python -c SCRIPT ARGS`` from the repository root (a fresh interpreter: settings
+    of the whole process start from their defaults), which must exit 0 (the tail of its stderr
+    says why not); the JSON object on the last line of its stdout."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report

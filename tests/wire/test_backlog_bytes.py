@@ -6,9 +6,7 @@ Real ZeroMQ sockets inside one process: a server and a raw DEALER that reads onl
 
 from __future__ import annotations
 
-import json
 import logging
-import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +19,7 @@ import trio
 import trio.lowlevel
 import zmq
 
+from tests._processes import run_script
 from wire import (
     Endpoint,
     EndpointSpec,
@@ -34,7 +33,6 @@ from wire import (
 from wire._pump import SocketPump
 
 KIB = 1024
-ROOT = Path(__file__).resolve().parents[2]
 
 
 class Handlers:
@@ -242,10 +240,7 @@ def test_release_memory_hands_a_freed_backlog_back_to_the_system() -> None:
     """About 125 MiB of reply-sized frames, freed while a few later allocations stay alive, stay
     resident under glibc; release_memory brings the resident set back to within 16 MiB of
     where it was before them."""
-    out = subprocess.run(
-        [sys.executable, "-c", _FREED_FRAMES], capture_output=True, check=True, cwd=ROOT
-    )
-    rss = json.loads(out.stdout)
+    rss = run_script(_FREED_FRAMES)
     if not rss["trims"]:
         pytest.skip("not glibc: nothing to hand back with")
     grown = rss["grown"] - rss["base"]

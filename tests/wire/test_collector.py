@@ -5,13 +5,7 @@ Each case runs in a fresh interpreter: the collector's settings are the whole pr
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-from typing import Any
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests._processes import run_script
 
 #: Settles the collector (or not, or after choosing one), then holds a burst of objects alive
 #: at once, as 256 calls in flight do (a few dozen containers each), and counts collections.
@@ -46,21 +40,8 @@ print(json.dumps({
 """
 
 
-def _run(setup: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-c", _BURST, setup],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return report
-
-
 def test_a_settled_collector_freezes_startup_and_lets_a_burst_of_calls_be() -> None:
-    default, settled = _run("default"), _run("settle")
+    default, settled = run_script(_BURST, "default"), run_script(_BURST, "settle")
     # The burst (256 calls, 31 containers each, 20 times) is what makes CPython's default
     # collect over and over; settled, the calls' objects are freed before any collection.
     assert default["collections"] >= 20 and default["frozen"] == 0
@@ -71,11 +52,11 @@ def test_a_settled_collector_freezes_startup_and_lets_a_burst_of_calls_be() -> N
 
 
 def test_a_process_that_chose_its_collector_keeps_it() -> None:
-    own, disabled = _run("own-threshold"), _run("disabled")
+    own, disabled = run_script(_BURST, "own-threshold"), run_script(_BURST, "disabled")
     assert own["settled"] is False and own["threshold"][0] == 2000 and own["frozen"] == 0
     assert disabled["settled"] is False and not disabled["enabled"] and disabled["frozen"] == 0
 
 
 def test_serve_settles_its_collector_when_it_is_ready() -> None:
-    ready = _run("cli-ready")
+    ready = run_script(_BURST, "cli-ready")
     assert ready["frozen"] > 1000 and ready["threshold"][0] == ready["young"]

@@ -4,15 +4,13 @@ knobs is left as it says."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
-from pathlib import Path
+from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests._processes import run_script
 
 #: A server and a client in one fresh interpreter: 16 callers echo 64 KiB, 1,600 calls counted
 #: after a warm-up; the page faults of the process per call.
@@ -63,16 +61,9 @@ trio.run(main)
 """
 
 
-def _echo_64k(**env: str) -> dict[str, float]:
-    out = subprocess.run(
-        [sys.executable, "-c", _ECHO_64K],
-        capture_output=True,
-        check=True,
-        cwd=ROOT,
-        env={**{k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}, **env},
-    )
-    result: dict[str, float] = json.loads(out.stdout)
-    return result
+def _echo_64k(**env: str) -> dict[str, Any]:
+    kept = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    return run_script(_ECHO_64K, env={**kept, **env})
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator, Linux")
