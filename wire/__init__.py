@@ -1,11 +1,11 @@
 """wire: protocol v1 of agent-actors over ZeroMQ, and its trio client and server.
 
 Layout: the sans-IO core (``_messages``, ``_codec``, ``_codec_relay``, ``_errors``, ``_state``,
-``_server_protocol``, ``_client_protocol``, ``_shapes``, ``_constraints``, ``_marks``,
-``_schema``, ``_endpoints``, ``_detached``, ``_call_context``, ``_server_system``) never
-imports trio or zmq and never reads a clock; ``_pump``, ``_server``, ``_client`` and
-``_proxy`` are the thin trio transport. This module pulls together the public API. ``wire``
-never imports ``actors``.
+``_server_protocol``, ``_server_events``, ``_client_protocol``, ``_shapes``, ``_constraints``,
+``_marks``, ``_schema``, ``_endpoints``, ``_detached``, ``_call_context``, ``_server_system``)
+never imports trio or zmq and never reads a clock; ``_pump``, ``_server``, ``_server_socket``,
+``_client`` and ``_proxy`` are the thin trio transport. This module pulls together the public
+API. ``wire`` never imports ``actors``.
 """
 
 from wire._client import Client as Client

@@ -9,7 +9,8 @@ from wire._codec_relay import Encoded
 from wire._endpoints import EndpointSpec
 from wire._errors import ErrorCode, InternalError, WireError
 from wire._messages import Result
-from wire._server_protocol import CallRecord, EncodedResult, ServerProtocol
+from wire._server_events import CallRecord, EncodedResult
+from wire._server_protocol import ServerProtocol
 
 __all__ = ["ServerCallContext", "classify_failure", "result_reply"]
 

@@ -38,7 +38,8 @@ import attrs
 
 from wire._errors import CancelReason, UnavailableError, WireError
 from wire._messages import Error, Result
-from wire._server_protocol import CallRecord, EncodedResult, Interrupted, cancelled_error
+from wire._server_events import CallRecord, EncodedResult, Interrupted
+from wire._server_protocol import cancelled_error
 
 __all__ = ["ANSWER_GRACE", "Detach", "DetachedCall", "error_reply"]
 

@@ -40,7 +40,7 @@ from wire._messages import Error, Result
 from wire._metrics import CallMetrics
 from wire._pump import SocketPump
 from wire._security import AuthenticatedSocket, ServerSecurity, bind_private, close_private
-from wire._server_protocol import (
+from wire._server_events import (
     CallRecord,
     CancelCall,
     EncodedResult,
@@ -49,24 +49,18 @@ from wire._server_protocol import (
     PeerGreeted,
     Send,
     ServerEvent,
-    ServerLimits,
-    ServerProtocol,
     StartCall,
 )
+from wire._server_protocol import ServerLimits, ServerProtocol
+from wire._server_socket import open_router
 from wire._server_system import MetricsSource, ServerStatistics, observe_call, system_endpoints
 from wire._server_timer import ServerTimer
 from wire._staging import STAGED, CallStage
-from wire._zap import ZapHandler
 
 __all__ = ["Server", "ServerStatistics"]
 
 log = logging.getLogger("wire.server")
 
-#: Messages ZeroMQ holds per peer before the pump holds (and counts the bytes of) the rest.
-#: libzmq keeps them until the peer reads or disconnects, dropped or not, so only a low mark
-#: bounds them (10,000 held 65 MB of describe replies); much lower and a client that reads in
-#: bursts finds its pipe full and its calls refused (§ 11.3).
-_SEND_HWM = 1000
 #: Name of every handler task (a string: trio would otherwise format one per task).
 _HANDLER_TASK_NAME = "wire.server.call"
 
@@ -139,27 +133,12 @@ class Server:
         """
         self._now = trio.lowlevel.current_clock().current_time
         self._observing = self._call_metrics is not None or log.isEnabledFor(logging.DEBUG)
-        security = self.security
-        socket: zmq.Socket[bytes] = self._context.socket(
-            zmq.ROUTER, socket_class=AuthenticatedSocket if security else zmq.Socket
-        )
-        zap = None
-        if security is not None:
-            security.configure(socket)
-            try:
-                zap = ZapHandler(self._context, security.is_allowed)
-            except zmq.ZMQError:
-                socket.close(linger=0)
-                if self._own_context:
-                    self._context.term()
-                raise
-        socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        socket.setsockopt(zmq.LINGER, 1000)
-        socket.setsockopt(zmq.SNDHWM, _SEND_HWM)
-        socket.setsockopt(zmq.RCVHWM, 10_000)
-        # Frames over the limit get a too-large error from the codec; ZeroMQ itself only cuts
-        # off a peer whose frame is far beyond it, so a huge frame is never buffered whole.
-        socket.setsockopt(zmq.MAXMSGSIZE, 4 * self.limits.max_frame_bytes + 65_536)
+        try:
+            socket, zap = open_router(self._context, self.limits, self.security)
+        except zmq.ZMQError:
+            if self._own_context:
+                self._context.term()
+            raise
         self._socket = socket
         try:
             for endpoint in [endpoints] if isinstance(endpoints, str) else endpoints:

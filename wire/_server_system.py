@@ -14,7 +14,7 @@ from wire._codes import ErrorCode
 from wire._endpoints import Endpoint, EndpointSpec, Registry
 from wire._messages import Error
 from wire._metrics import CallMetrics, gauge
-from wire._server_protocol import CallRecord, Interrupted
+from wire._server_events import CallRecord, Interrupted
 
 log = logging.getLogger("wire.server")
 

@@ -16,7 +16,8 @@ from collections.abc import Callable
 import trio
 
 from wire._detached import DetachedCall
-from wire._server_protocol import ServerEvent, ServerProtocol
+from wire._server_events import ServerEvent
+from wire._server_protocol import ServerProtocol
 
 __all__ = ["TICK", "ServerTimer"]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Callable
 
-from wire._server_protocol import CallRecord, Interrupted
+from wire._server_events import CallRecord, Interrupted
 from wire._state import CallState
 
 __all__ = ["STAGED", "CallStage"]

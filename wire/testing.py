@@ -14,12 +14,8 @@ import msgpack
 from wire._client_protocol import ClientEvent, ClientProtocol, SendFrame
 from wire._codec import encode
 from wire._messages import Message
-from wire._server_protocol import (
-    Send,
-    ServerEvent,
-    ServerLimits,
-    ServerProtocol,
-)
+from wire._server_events import Send, ServerEvent
+from wire._server_protocol import ServerLimits, ServerProtocol
 
 __all__ = ["FrameFactory", "ProtocolPair"]
 

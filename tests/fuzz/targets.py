@@ -16,7 +16,8 @@ from wire._codec import decode, encode
 from wire._errors import RemoteProtocolError
 from wire._limits import ArgumentLimits, check_arguments, salvage_call_id
 from wire._messages import Bye, Call, Hello, Message, Ping, Pong, Result
-from wire._server_protocol import Send, ServerLimits, ServerProtocol, StartCall
+from wire._server_events import Send, StartCall
+from wire._server_protocol import ServerLimits, ServerProtocol
 
 __all__ = ["LOG_HEADER", "fuzz_frame", "fuzz_log_line", "read_log"]
 

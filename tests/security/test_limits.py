@@ -28,7 +28,8 @@ from wire import (
 from wire._codec import decode
 from wire._limits import ArgumentLimits, check_arguments, salvage_call_id
 from wire._messages import Call
-from wire._server_protocol import Send, ServerProtocol
+from wire._server_events import Send
+from wire._server_protocol import ServerProtocol
 
 
 def _registry(started: list[int] | None = None) -> Registry:

@@ -21,7 +21,7 @@ from wire import (
     encode,
 )
 from wire._client_protocol import ClientState, Lost, Ready, Resolved, SendFrame
-from wire._server_protocol import StartCall
+from wire._server_events import StartCall
 from wire.testing import ProtocolPair
 
 

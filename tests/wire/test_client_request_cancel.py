@@ -15,7 +15,7 @@ from wire import (
     open_client,
 )
 from wire._client_protocol import Resolved
-from wire._server_protocol import CancelCall, StartCall
+from wire._server_events import CancelCall, StartCall
 from wire.testing import ProtocolPair
 
 

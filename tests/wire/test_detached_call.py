@@ -18,7 +18,7 @@ from wire import (
 from wire._detached import ANSWER_GRACE, Outcome, error_reply
 from wire._errors import ErrorCode
 from wire._messages import Call, Error, Result
-from wire._server_protocol import CallRecord, Interrupted
+from wire._server_events import CallRecord, Interrupted
 
 # -- pure: DetachedCall over a real CallRecord, recording callables and a fake clock ----------
 

@@ -25,7 +25,7 @@ from wire import (
     decode,
     encode,
 )
-from wire._server_protocol import (
+from wire._server_events import (
     CancelCall,
     Interrupted,
     PeerDropped,

@@ -17,7 +17,7 @@ import zmq
 
 from wire import Endpoint, EndpointSpec, Param, Registry, Server, open_client
 from wire._messages import Call
-from wire._server_protocol import CallRecord, Interrupted
+from wire._server_events import CallRecord, Interrupted
 from wire._staging import STAGED, CallStage
 from wire._state import CallState
 
