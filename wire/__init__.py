@@ -15,6 +15,7 @@ from wire._codec import decode as decode
 from wire._codec import encode as encode
 from wire._collector import YOUNG_COLLECTION_THRESHOLD as YOUNG_COLLECTION_THRESHOLD
 from wire._collector import settle_collector as settle_collector
+from wire._collector import watch_collector as watch_collector
 from wire._constraints import NonNegativeFloat as NonNegativeFloat
 from wire._constraints import NonNegativeInt as NonNegativeInt
 from wire._constraints import PositiveInt as PositiveInt
@@ -180,4 +181,5 @@ __all__ = [
     "serve_metrics",
     "settle_collector",
     "use_io_thread_policy",
+    "watch_collector",
 ]

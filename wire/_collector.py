@@ -15,13 +15,26 @@ objects every :data:`YOUNG_COLLECTION_THRESHOLD` net allocations. Calls free the
 reference counting as they end, so few are ever promoted, and the rare reference cycle is still
 collected, later. Only the ``serve`` processes call it: a program that embeds a ``wire`` client
 or server keeps the collector it set up.
+
+Because a collection stops every call, operators see them: :func:`collector_families` (in every
+server's ``system/metrics``) counts collections by generation, and once :func:`watch_collector`
+ran (the ``serve`` processes call it when ready) it times each one as well.
 """
 
 from __future__ import annotations
 
 import gc
+import time
+from typing import Any
 
-__all__ = ["YOUNG_COLLECTION_THRESHOLD", "settle_collector"]
+from wire._metrics import Histogram, counter, gauge, histogram_family
+
+__all__ = [
+    "YOUNG_COLLECTION_THRESHOLD",
+    "collector_families",
+    "settle_collector",
+    "watch_collector",
+]
 
 #: Net new container objects between two young collections: 256 calls in flight, each with
 #: its few dozen objects, fit under it with room to spare (CPython's default is 700).
@@ -42,3 +55,62 @@ def settle_collector() -> bool:
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, middle, old)
     return True
+
+
+class _Pauses:
+    """A ``gc.callbacks`` hook: how long each collection stopped the process, by generation.
+
+    Collections never overlap (each runs to its end holding the GIL, in whichever thread set it
+    off), so one start time is enough."""
+
+    def __init__(self) -> None:
+        self.by_generation = [Histogram() for _ in gc.get_stats()]
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.by_generation[info["generation"]].observe(time.perf_counter() - self._started)
+
+
+_pauses: _Pauses | None = None
+
+
+def watch_collector() -> None:
+    """Time every collection of this process from now on (``gc_pause_seconds`` in
+    :func:`collector_families`); calling it again changes nothing. A hook costs two clock
+    readings per collection."""
+    global _pauses
+    if _pauses is None:
+        _pauses = _Pauses()
+        gc.callbacks.append(_pauses)
+
+
+def collector_families() -> dict[str, Any]:
+    """This process's cycle-collector metric families, as ``wire._metrics`` snapshots them."""
+    families = {
+        "gc_collections_total": counter(
+            "Cycle collections, by generation (2 walks the whole heap).",
+            ("generation",),
+            [
+                ((str(generation),), stats["collections"])
+                for generation, stats in enumerate(gc.get_stats())
+            ],
+        ),
+        "gc_frozen_objects": gauge(
+            "Objects frozen out of every collection (what startup built).",
+            (),
+            [((), gc.get_freeze_count())],
+        ),
+    }
+    if _pauses is not None:
+        families["gc_pause_seconds"] = histogram_family(
+            "How long each cycle collection stopped the process, by generation.",
+            ("generation",),
+            [
+                ((str(generation),), pauses)
+                for generation, pauses in enumerate(_pauses.by_generation)
+            ],
+        )
+    return families

@@ -201,6 +201,8 @@ class Server:
             calls_total=self._calls_total,
             cancelled_total=self._cancelled_total,
             backlog_frames=self._pump.backlog_size() if self._pump else 0,
+            backlog_bytes=self._pump.backlog_bytes() if self._pump else 0,
+            peers_gone=self._protocol.peers_gone(),
         )
 
     # -- protocol driving -------------------------------------------------------------------

@@ -69,6 +69,8 @@ class ServerProtocol:
         self.limits = limits or ServerLimits()
         self._peers: dict[bytes, _Peer] = {}
         self._in_flight = 0
+        #: Peers forgotten since start, by the reason they were dropped.
+        self._gone: dict[str, int] = {}
         self._arg_limits = ArgumentLimits(
             max_depth=self.limits.max_arg_depth, max_items=self.limits.max_arg_items
         )
@@ -320,6 +322,7 @@ class ServerProtocol:
 
     def _drop(self, peer: _Peer, reason: str, *, discard_frames: bool = True) -> list[ServerEvent]:
         del self._peers[peer.identity]
+        self._gone[reason] = self._gone.get(reason, 0) + 1
         events: list[ServerEvent] = [PeerDropped(peer.identity, reason, discard_frames)]
         for record in peer.calls.values():
             self._in_flight -= 1
@@ -338,6 +341,11 @@ class ServerProtocol:
     @property
     def in_flight(self) -> int:
         return self._in_flight
+
+    def peers_gone(self) -> dict[str, int]:
+        """Peers forgotten since start, by reason: ``bye``, ``heartbeat timeout``, ``not
+        reading``, ``unreachable``, ``re-hello`` (the peer started over), or the driver's own."""
+        return dict(self._gone)
 
     def calls_by_state(self) -> dict[str, int]:
         counts = {state.value: 0 for state in CallState if state is not CallState.DONE}

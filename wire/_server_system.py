@@ -11,9 +11,10 @@ import attrs
 
 from wire._codec_relay import Encoded
 from wire._codes import ErrorCode
+from wire._collector import collector_families
 from wire._endpoints import Endpoint, EndpointSpec, Registry
 from wire._messages import Error
-from wire._metrics import CallMetrics, gauge
+from wire._metrics import CallMetrics, counter, gauge, merge
 from wire._server_events import CallRecord, Interrupted
 
 log = logging.getLogger("wire.server")
@@ -50,6 +51,11 @@ class ServerStatistics:
     cancelled_total: int
     #: Frames held back because a peer was not reading.
     backlog_frames: int
+    #: Bytes of those frames.
+    backlog_bytes: int = 0
+    #: Peers forgotten since start, by reason (``bye``, ``heartbeat timeout``, ``not reading``,
+    #: ``unreachable``, ``re-hello``, ``client key changed``).
+    peers_gone: dict[str, int] = attrs.Factory(dict)
 
 
 class ServerStats(TypedDict):
@@ -121,7 +127,9 @@ def observe_call(metrics: CallMetrics | None, record: CallRecord, outcome: Any, 
 
 
 #: The families every server reports of itself (a supervisor does not add up its workers').
-SERVER_FAMILIES = frozenset({"peers", "calls_in_flight", "backlog_frames"})
+SERVER_FAMILIES = frozenset(
+    {"peers", "calls_in_flight", "backlog_frames", "backlog_bytes", "peers_gone_total"}
+)
 
 
 async def metrics_snapshot(
@@ -129,8 +137,8 @@ async def metrics_snapshot(
     call_metrics: CallMetrics | None,
     metrics: MetricsSource | None,
 ) -> dict[str, Any]:
-    """What ``system/metrics`` answers: the server's own gauges, its call metrics if it keeps
-    them, and the families ``metrics`` adds."""
+    """What ``system/metrics`` answers: the server's own gauges, its process's cycle
+    collections, its call metrics if it keeps them, and the families ``metrics`` adds."""
     s = statistics()
     families: dict[str, Any] = {
         "peers": gauge("Clients connected (said hello, not lost).", (), [((), s.peers)]),
@@ -140,11 +148,23 @@ async def metrics_snapshot(
         "backlog_frames": gauge(
             "Frames held back for clients that are not reading.", (), [((), s.backlog_frames)]
         ),
+        "backlog_bytes": gauge(
+            "Bytes of the frames held back for clients that are not reading.",
+            (),
+            [((), s.backlog_bytes)],
+        ),
+        "peers_gone_total": counter(
+            "Clients the server forgot, by reason (not-reading: dropped over a backlog bound).",
+            ("reason",),
+            [([reason.replace(" ", "-")], n) for reason, n in sorted(s.peers_gone.items())],
+        ),
+        **collector_families(),
     }
     if call_metrics is not None:
         families.update(call_metrics.snapshot())
     if metrics is not None:
-        families.update(await metrics())
+        # Summed where both have a family: a supervisor's workers have cycle collectors too.
+        families = merge([families, await metrics()])
     return families
 
 

@@ -111,9 +111,10 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def _print_ready(addresses: list[str]) -> None:
     from actors._serve import READY_LINE
-    from wire import settle_collector
+    from wire import settle_collector, watch_collector
 
     settle_collector()  # startup is over: what it built is never collected
+    watch_collector()  # and each collection's pause is a metric from now on
     print(f"{READY_LINE} {' '.join(addresses)}", flush=True)
 
 

@@ -15,7 +15,7 @@ from actors._config import ConfigError, load_config
 from actors.cluster._storage import STORAGE_MODES, Placement
 from actors.cluster._supervisor import WORKER_READY
 from actors.cluster._worker import run_worker
-from wire import IO_THREAD_POLICIES, settle_collector, use_io_thread_policy
+from wire import IO_THREAD_POLICIES, settle_collector, use_io_thread_policy, watch_collector
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -64,6 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def ready(addresses: list[str]) -> None:
         settle_collector()  # startup is over: what it built is never collected
+        watch_collector()  # and each collection's pause is a metric from now on
         print(f"{WORKER_READY} {' '.join(addresses)}", flush=True)
 
     trio.run(

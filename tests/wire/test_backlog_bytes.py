@@ -28,6 +28,7 @@ from wire import (
     Registry,
     Server,
     ServerLimits,
+    metrics_snapshot,
     open_client,
 )
 from wire._pump import SocketPump
@@ -129,12 +130,21 @@ async def test_held_replies_over_the_byte_bound_drop_the_peer(
             await fill_pipe(server, peer, 21)
             held = server.statistics()
             assert held.peers == 1 and held.backlog_frames < 1000
+            assert held.backlog_bytes >= held.backlog_frames * len(b"x")
             with caplog.at_level(logging.WARNING, logger="wire.server"):
                 handlers.release.set()
                 while server.statistics().peers:
                     await trio.sleep(0.01)
-            assert server.statistics().backlog_frames == 0
+            gone = server.statistics()
+            assert gone.backlog_frames == 0 and gone.backlog_bytes == 0
+            assert gone.peers_gone == {"not reading": 1}
             assert "is not reading" in caplog.text
+            # What an operator sees of it (system/metrics, the Prometheus page).
+            families = await metrics_snapshot(server.statistics, None, None)
+            assert families["peers_gone_total"]["samples"] == [
+                {"labels": ["not-reading"], "value": 1}
+            ]
+            assert families["backlog_bytes"]["samples"] == [{"labels": [], "value": 0}]
             async with open_client(bound) as other:
                 assert await other.call("t/echo", {"value": "still here"}) == "still here"
         await server.aclose()

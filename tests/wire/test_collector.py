@@ -36,6 +36,7 @@ print(json.dumps({
     "threshold": list(gc.get_threshold()),
     "enabled": gc.isenabled(),
     "young": YOUNG_COLLECTION_THRESHOLD,
+    "hooks": len(gc.callbacks) - 1,  # besides the script's own counter
 }))
 """
 
@@ -49,6 +50,7 @@ def test_a_settled_collector_freezes_startup_and_lets_a_burst_of_calls_be() -> N
     assert settled["collections"] == 0
     assert settled["frozen"] > 1000  # the modules, classes and functions startup built
     assert settled["threshold"] == [settled["young"], *default["threshold"][1:]]
+    assert settled["hooks"] == 0  # settling alone adds no timer
 
 
 def test_a_process_that_chose_its_collector_keeps_it() -> None:
@@ -57,6 +59,38 @@ def test_a_process_that_chose_its_collector_keeps_it() -> None:
     assert disabled["settled"] is False and not disabled["enabled"] and disabled["frozen"] == 0
 
 
-def test_serve_settles_its_collector_when_it_is_ready() -> None:
+def test_serve_settles_its_collector_and_times_it_when_it_is_ready() -> None:
     ready = run_script(_BURST, "cli-ready")
     assert ready["frozen"] > 1000 and ready["threshold"][0] == ready["young"]
+    assert ready["hooks"] == 1  # and times each collection from then on
+
+
+#: Reports the collector's metric families before and after it is watched, around a full
+#: collection (generation 2) and a young one (generation 0).
+_WATCH = """
+import gc, json
+from wire import watch_collector
+from wire._collector import collector_families
+
+before = collector_families()
+watch_collector()
+watch_collector()  # a second call must not time each collection twice
+gc.collect(2)
+gc.collect(0)
+after = collector_families()
+print(json.dumps({"before": before, "after": after, "hooks": len(gc.callbacks)}))
+"""
+
+
+def test_a_watched_collector_reports_each_collections_pause_by_generation() -> None:
+    found = run_script(_WATCH)
+    before, after = found["before"], found["after"]
+    assert "gc_pause_seconds" not in before  # counted always, timed only once watched
+    collections = {tuple(s["labels"]): s["value"] for s in after["gc_collections_total"]["samples"]}
+    started = {tuple(s["labels"]): s["value"] for s in before["gc_collections_total"]["samples"]}
+    assert collections[("2",)] == started[("2",)] + 1
+    assert collections[("0",)] >= started[("0",)] + 1
+    pauses = {tuple(s["labels"]): s for s in after["gc_pause_seconds"]["samples"]}
+    assert sum(pauses[("2",)]["counts"]) == 1 and pauses[("2",)]["sum"] > 0
+    assert sum(pauses[("0",)]["counts"]) >= 1
+    assert found["hooks"] == 1
