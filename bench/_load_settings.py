@@ -58,8 +58,10 @@ class LoadSettings:
     #: Raw DSH logs (``*.jsonl``, searched recursively) the server serves and ``prepare``
     #: references, copied into the run's temporary directory; ``None``: no prepare workload.
     sessions_from: Path | None = FIXTURES
-    #: Seconds of cancel probes, idle and again under echo load.
-    cancel_duration: float = 5.0
+    #: Seconds of cancel probes, idle and again under echo load. Under load a probe takes about
+    #: 70 ms (it waits for its sleep to run past the echo queue): 20 s give some 290 samples,
+    #: so the p99 is a percentile; 5 s gave 76, whose p99 was their maximum.
+    cancel_duration: float = 20.0
     warmup_calls: int = 100
     #: Where the issue's targets are read (calls in flight, echo 64 B).
     target_in_flight: int = 128

@@ -274,6 +274,12 @@ def _parser() -> argparse.ArgumentParser:
         help=f"calls per keystroke (default {','.join(DEFAULT_COMPLETION)}; known: "
         f"{', '.join(CALLS)})",
     )
+    add(
+        "--cancel-duration",
+        type=float,
+        metavar="S",
+        help="seconds of cancel probes, on an idle server and again under echo load (default 20)",
+    )
     add("--target-in-flight", type=int, help="level where targets are read (default 128)")
     add("--time-limit", type=float, help="seconds after which no phase starts (default 1800)")
     add("--retries", type=int, help="re-runs of an echo phase disturbed by others (default 2)")
@@ -301,6 +307,7 @@ _FIELDS = (
     "keystroke_duration",
     "only",
     "completion",
+    "cancel_duration",
     "target_in_flight",
     "profile",
     "retries",
@@ -311,6 +318,7 @@ _POSITIVE = (
     "duration",
     "agents",
     "keystroke_duration",
+    "cancel_duration",
     "target_in_flight",
     "time_limit",
 )
