@@ -29,17 +29,9 @@ async def reap(process: trio.Process) -> None:
 def run_bench(module: str, *args: str, out: Path, timeout: float) -> tuple[dict[str, Any], str]:
     """Run ``python -m MODULE ARGS --out OUT`` from the repository root, which must exit 0
     (the tail of its stderr says why not); the JSON report it wrote, and its stdout."""
-    done = subprocess.run(
-        [sys.executable, "-m", module, *args, "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    stdout = _run_python(["-m", module, *args, "--out", str(out)], env=None, timeout=timeout)
     report: dict[str, Any] = json.loads(out.read_text())
-    return report, done.stdout
+    return report, stdout
 
 
 def run_script(
@@ -48,8 +40,16 @@ def run_script(
     """Run ``python -c SCRIPT ARGS`` from the repository root (a fresh interpreter: settings
     of the whole process start from their defaults), which must exit 0 (the tail of its stderr
     says why not); the JSON object on the last line of its stdout."""
+    stdout = _run_python(["-c", script, *args], env=env, timeout=timeout)
+    report: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
+    return report
+
+
+def _run_python(args: list[str], *, env: Mapping[str, str] | None, timeout: float) -> str:
+    """Run this interpreter with ``args`` from the repository root; it must exit 0 (the tail
+    of its stderr says why not). Its stdout."""
     done = subprocess.run(
-        [sys.executable, "-c", script, *args],
+        [sys.executable, *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -58,5 +58,4 @@ def run_script(
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return report
+    return done.stdout
