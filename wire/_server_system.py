@@ -52,10 +52,10 @@ class ServerStatistics:
     #: Frames held back because a peer was not reading.
     backlog_frames: int
     #: Bytes of those frames.
-    backlog_bytes: int = 0
+    backlog_bytes: int
     #: Peers forgotten since start, by reason (``bye``, ``heartbeat timeout``, ``not reading``,
     #: ``unreachable``, ``re-hello``, ``client key changed``).
-    peers_gone: dict[str, int] = attrs.Factory(dict)
+    peers_gone: dict[str, int]
 
 
 class ServerStats(TypedDict):

@@ -130,7 +130,7 @@ async def test_held_replies_over_the_byte_bound_drop_the_peer(
             await fill_pipe(server, peer, 21)
             held = server.statistics()
             assert held.peers == 1 and held.backlog_frames < 1000
-            assert held.backlog_bytes >= held.backlog_frames * len(b"x")
+            assert held.backlog_bytes >= held.backlog_frames  # each frame a byte at least
             with caplog.at_level(logging.WARNING, logger="wire.server"):
                 handlers.release.set()
                 while server.statistics().peers:
