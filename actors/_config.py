@@ -55,6 +55,9 @@ class ClusterConfig:
     storage_id: str | None = None
     #: What workers bind, e.g. ``tcp://10.0.0.5:*`` (default: a private ipc endpoint).
     worker_endpoint: str | None = None
+    #: State-changing calls per agent the supervisor hands on to the owner at once; the rest
+    #: wait at the supervisor, where a cancel answers them at once (docs/scale-out.md, "Lanes").
+    relay_writes_per_agent: int = 1
 
 
 @attrs.frozen(kw_only=True)
@@ -166,8 +169,16 @@ def load_config(path: Path | None) -> Config:
 def _cluster_table(path: Path, table: dict[str, Any]) -> ClusterConfig:
     out: dict[str, Any] = {}
     for key, value in table.items():
+        if key == "relayWritesPerAgent":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(
+                    f"{path}: [cluster] relayWritesPerAgent must be an integer of at least 1, "
+                    f"got {value!r}"
+                )
+            out["relay_writes_per_agent"] = value
+            continue
         if key not in _CLUSTER_TEXT_KEYS:
-            known = sorted(_CLUSTER_TEXT_KEYS)
+            known = sorted([*_CLUSTER_TEXT_KEYS, "relayWritesPerAgent"])
             raise ConfigError(
                 f"{path}: unknown key {key!r} in [cluster] (known: {', '.join(known)})"
             )

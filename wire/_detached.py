@@ -24,6 +24,10 @@ knows that. So:
   ``cancelled`` or ``deadline-exceeded`` it cannot vouch for;
 - a holder that hands nothing on (no ``on_cancel``) is answered ``cancelled`` at once, and
   ``deadline-exceeded`` at its deadline, as a handler task would be;
+- a holder may keep the call before it hands it on (:attr:`DetachedCall.held`, a relay's
+  queue): while held, a cancel is answered ``cancelled`` (state ``queued``) and the deadline
+  ``deadline-exceeded`` at once, by the server, which is the truth, as nothing was handed on;
+  ``on_abandon`` tells the holder to forget the call;
 - :meth:`DetachedCall.resume` moves the call onto the task path (a retry that must wait, for
   instance), with a cancel scope that carries the call's deadline.
 """
@@ -39,7 +43,7 @@ import attrs
 from wire._errors import CancelReason, UnavailableError, WireError
 from wire._messages import Error, Result
 from wire._server_events import CallRecord, EncodedResult, Interrupted
-from wire._server_protocol import cancelled_error
+from wire._server_protocol import cancelled_error, deadline_error
 
 __all__ = ["ANSWER_GRACE", "Detach", "DetachedCall", "error_reply"]
 
@@ -80,6 +84,7 @@ class DetachedCall:
         "_record",
         "_resume",
         "ended",
+        "held",
         "on_abandon",
         "on_cancel",
     )
@@ -99,6 +104,9 @@ class DetachedCall:
         self._cancelled_at: float | None = None
         #: Whether the call was answered (or moved onto the task path).
         self.ended = False
+        #: Whether the holder keeps the call without having handed it on yet (see the module
+        #: docstring): the holder sets it while the call waits in its queue.
+        self.held = False
         #: Told the reason of a cancel (``caller``, ``deadline``, ``superseded`` or
         #: ``shutdown``): the holder passes it on and still ends the call with the answer.
         self.on_cancel: Callable[[CancelReason], object] | None = None
@@ -124,7 +132,7 @@ class DetachedCall:
     def gives_up_at(self) -> float | None:
         """When the server stops waiting for the holder's answer (its clock), or ``None``."""
         deadline = self._record.deadline
-        if self.on_cancel is None:
+        if self.on_cancel is None or self.held:
             return deadline  # nothing was handed on: the deadline is the server's to answer
         limit = None if deadline is None else deadline + ANSWER_GRACE
         if self._cancelled_at is not None:
@@ -174,6 +182,10 @@ class DetachedCall:
             self._abandon(reason)  # nobody is left to answer: no frame goes out
             self._finish(Interrupted.CANCELLED)
             return
+        if self.held:
+            self._abandon(reason)
+            self.cancelled("queued")
+            return
         if self.on_cancel is None:
             self._finish(Interrupted.CANCELLED)
             return
@@ -191,6 +203,10 @@ class DetachedCall:
         """The server stopped waiting (:attr:`gives_up_at` passed): a call handed on is
         answered ``unavailable``, outcome unknown; one that was not, ``deadline-exceeded``."""
         if self.ended:
+            return
+        if self.held:
+            self._abandon(CancelReason.DEADLINE)
+            self._finish(deadline_error(self._record.call.id, "queued"))
             return
         if self.on_cancel is None:
             self._finish(Interrupted.DEADLINE)

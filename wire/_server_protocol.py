@@ -45,7 +45,7 @@ from wire._server_events import (
 )
 from wire._state import CallInput, CallState, next_call_state
 
-__all__ = ["ServerLimits", "ServerProtocol", "cancelled_error"]
+__all__ = ["ServerLimits", "ServerProtocol", "cancelled_error", "deadline_error"]
 
 #: Heartbeats of silence after which the server pings a peer (a client pings every one).
 _QUIET_HEARTBEATS = 1.5
@@ -394,6 +394,17 @@ def cancelled_error(call_id: int, stage: str, reason: CancelReason) -> Error:
     )
 
 
+def deadline_error(call_id: int, stage: str) -> Error:
+    """The ``deadline-exceeded`` frame of a call whose deadline passed while ``stage``."""
+    return Error.of(
+        call_id,
+        ErrorCode.DEADLINE_EXCEEDED,
+        f"deadline exceeded while {stage}",
+        state=stage,
+        reason=CancelReason.DEADLINE.value,
+    )
+
+
 def _interruption(record: CallRecord, state: CallState, how: Interrupted) -> Error:
     call_id = record.call.id
     if state is CallState.CANCELLING_QUEUED or state is CallState.CANCELLING_RUNNING:
@@ -401,13 +412,7 @@ def _interruption(record: CallRecord, state: CallState, how: Interrupted) -> Err
         return cancelled_error(call_id, stage, record.cancel_reason or CancelReason.CALLER)
     stage = "queued" if state is CallState.QUEUED else "running"
     if how is Interrupted.DEADLINE:
-        return Error.of(
-            call_id,
-            ErrorCode.DEADLINE_EXCEEDED,
-            f"deadline exceeded while {stage}",
-            state=stage,
-            reason=CancelReason.DEADLINE.value,
-        )
+        return deadline_error(call_id, stage)
     # Cancelled without a cancel request: the server's own scope ended the handler.
     return cancelled_error(call_id, stage, CancelReason.SHUTDOWN)
 

@@ -195,6 +195,7 @@ def run_supervisor(
         worker_module="actors.cli._worker",
         coordinator=args.coordinator,
         ttl=args.lease_ttl,
+        relay_writes_per_agent=config.cluster.relay_writes_per_agent,
         **placement,
     )
     use_io_thread_policy(args.io_threads)  # before the supervisor's first socket

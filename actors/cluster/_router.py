@@ -17,7 +17,9 @@ and a cancelled call cancels its forwarded call.
 A call whose owner is known and connected, or that names no agent while the worker whose turn
 it is is connected, is relayed without a task (`wire.Detach`): it is sent from the receive path
 and answered from the owner's reply, whose result value is passed on still encoded (never
-decoded and re-encoded here). Everything else takes the task path through
+decoded and re-encoded here). An agent's state-changing calls are handed on one at a time:
+the ones behind wait in the agent's lane (`actors.cluster._lanes`), where their cancels are
+answered at once. Everything else takes the task path through
 `call_owner`, and so does a relayed call whose owner answers ``moved`` (the retry waits for the
 next view).
 
@@ -43,6 +45,7 @@ import trio
 
 from actors.cluster._coordinator import Claim, ClusterView, Member
 from actors.cluster._gate import ClusterRegistry
+from actors.cluster._lanes import WRITES_HANDED_ON, Lanes
 from actors.cluster._pool import ClientPool
 from actors.cluster._shards import shard_of
 from actors.cluster._storage import stranded
@@ -66,6 +69,7 @@ from wire._proxy import specs_from_describe
 
 __all__ = [
     "ROUTING_KEYS",
+    "ForwardingRegistry",
     "call_owner",
     "call_to_outcome",
     "forwarding_registry",
@@ -273,9 +277,11 @@ def _relay(
     agent_id: str | None,
     retry: Callable[[], Awaitable[Any]],
     call: DetachedCall,
+    on_end: Callable[[], None] | None = None,
 ) -> None:
     """Send ``call`` on to its owner through ``client`` and answer it from the owner's reply;
-    a cancel is passed on and answered the same way (``wire/_detached.py``)."""
+    a cancel is passed on and answered the same way (``wire/_detached.py``). ``on_end`` is
+    called once the call has ended here (answered, abandoned, or moved onto the task path)."""
     deadline = call.deadline
     # Clamped: a pause (a garbage collection, say) may have spent the budget since arrival,
     # and a negative deadlineMs is a bad request; 0 is answered deadline-exceeded unrun (§6).
@@ -299,15 +305,40 @@ def _relay(
         else:
             call.fail(answer)
 
+    on_done = done if on_end is None else _then(done, on_end)
     try:
         call_id = client.start_call(
-            endpoint, args, deadline_ms=budget, encoded_result=True, on_done=done
+            endpoint, args, deadline_ms=budget, encoded_result=True, on_done=on_done
         )
     except (PeerLostError, UnavailableError):
         call.resume(retry)  # not sent (the owner's connection just went): safe to retry
+        if on_end is not None:
+            on_end()
         return
     call.on_cancel = functools.partial(client.request_cancel, call_id)
-    call.on_abandon = functools.partial(client.cancel_call, call_id)
+    if on_end is None:
+        call.on_abandon = functools.partial(client.cancel_call, call_id)
+    else:
+
+        def abandon(reason: CancelReason) -> None:
+            client.cancel_call(call_id, reason)
+            on_end()
+
+        call.on_abandon = abandon
+
+
+def _then(
+    done: Callable[[Any, WireError | None], None], on_end: Callable[[], None]
+) -> Callable[[Any, WireError | None], None]:
+    """``done``, then ``on_end`` (also when ``done`` raises)."""
+
+    def done_then_end(value: Any, error: WireError | None) -> None:
+        try:
+            done(value, error)
+        finally:
+            on_end()
+
+    return done_then_end
 
 
 class _ForwardEndpoint(Endpoint):
@@ -322,7 +353,9 @@ def forwarding_registry(
     pool: ClientPool,
     view: Callable[[], ClusterView | None],
     wait_change: Callable[[float], Awaitable[None]],
-) -> ClusterRegistry:
+    *,
+    writes_per_agent: int = WRITES_HANDED_ON,
+) -> ForwardingRegistry:
     """The supervisor's registry: each endpoint of ``described`` (a worker's
     ``system/describe``) forwarded to the owner of its agent; calls naming no agent go to the
     live workers in turn. ``system/describe`` answers with the workers' endpoints plus the
@@ -350,60 +383,108 @@ def forwarding_registry(
 
         return forward
 
-    def relayer(name: str) -> Callable[[CallContext, dict[str, Any]], Any]:
+    lanes = Lanes(writes_per_agent)
+    active_lanes = lanes.active
+
+    def ready_owner(agent_id: str) -> tuple[str, Client] | None:
+        """The owner of ``agent_id`` in the current view and its client, if connected (else a
+        connection is started, for the calls after this one)."""
+        current = view()
+        if current is None or not current.shard_count:
+            return None
+        claim = current.owner(shard_of(agent_id, current.shard_count))
+        if claim is None:
+            return None
+        client = pool.ready(claim.endpoint)
+        if client is None:
+            pool.connect_soon(claim.endpoint)
+            return None
+        return claim.worker_id, client
+
+    def relayer(name: str, mutates: bool) -> Callable[[CallContext, dict[str, Any]], Any]:
         def relay(context: CallContext, args: dict[str, Any]) -> Any:
             agent_id = routing_key(args)
             current = view()
             if current is None:
                 return DEFERRED
-            retry: Callable[[], Awaitable[Any]]
             if agent_id is None:
                 # A call about no agent goes to the live workers in turn, relayed like the
                 # rest when that worker is connected (a task and its scheduling cost more).
                 member = next_member(current)
                 if member is None:
                     return DEFERRED
-                worker_id, endpoint = member.worker_id, member.endpoint
+                client = pool.ready(member.endpoint)
+                if client is None:
+                    pool.connect_soon(member.endpoint)
+                    return DEFERRED
                 retry = functools.partial(forward_any, name, args)
-            else:
-                claim = (
-                    current.owner(shard_of(agent_id, current.shard_count))
-                    if current.shard_count
-                    else None
+                return Detach(
+                    functools.partial(_relay, client, member.worker_id, name, args, None, retry)
                 )
-                if claim is None:
-                    return DEFERRED  # no owner yet: call_owner waits for one
-                worker_id, endpoint = claim.worker_id, claim.endpoint
-                retry = functools.partial(
-                    call_owner, pool, view, wait_change, name, args, agent_id, relayed=True
-                )
-            client = pool.ready(endpoint)
+            claim = (
+                current.owner(shard_of(agent_id, current.shard_count))
+                if current.shard_count
+                else None
+            )
+            if claim is None:
+                return DEFERRED  # no owner yet: call_owner waits for one
+            client = pool.ready(claim.endpoint)
             if client is None:
                 # Not connected: this call takes the task path, which waits for a connection;
                 # this one is started now, so later calls to this worker find it ready.
-                pool.connect_soon(endpoint)
+                pool.connect_soon(claim.endpoint)
                 return DEFERRED
-            return Detach(functools.partial(_relay, client, worker_id, name, args, agent_id, retry))
+            retry = functools.partial(
+                call_owner, pool, view, wait_change, name, args, agent_id, relayed=True
+            )
+            if not mutates and agent_id not in active_lanes:
+                return Detach(
+                    functools.partial(_relay, client, claim.worker_id, name, args, agent_id, retry)
+                )
+
+            def hand_on(call: DetachedCall, on_end: Callable[[], None] | None) -> None:
+                # The owner as it is now: the call may have waited in its lane while the view
+                # moved on.
+                now_owner = ready_owner(agent_id)
+                if now_owner is None:
+                    call.resume(retry)
+                    if on_end is not None:
+                        on_end()
+                    return
+                worker_id, client = now_owner
+                _relay(client, worker_id, name, args, agent_id, retry, call, on_end)
+
+            def begin(call: DetachedCall) -> None:
+                lanes.admit(agent_id, mutates, call, functools.partial(hand_on, call))
+
+            return Detach(begin)
 
         return relay
 
     description = {k: v for k, v in described.items() if k != "protocol"}
-    registry = _DescribedRegistry(description, view)
+    registry = ForwardingRegistry(description, view, lanes)
     for spec in specs_from_describe(described):
         if spec.name.startswith("system/"):
             continue
-        registry.add(
-            _ForwardEndpoint(spec=spec, handler=forwarder(spec.name), run_inline=relayer(spec.name))
-        )
+        relay = relayer(spec.name, spec.mutates)
+        registry.add(_ForwardEndpoint(spec=spec, handler=forwarder(spec.name), run_inline=relay))
     return registry
 
 
-class _DescribedRegistry(ClusterRegistry):
-    """Describes itself as the workers do (their endpoints and record types)."""
+class ForwardingRegistry(ClusterRegistry):
+    """The supervisor's registry: describes itself as the workers do (their endpoints and
+    record types), and keeps the lanes its relay holds calls in."""
 
-    def __init__(self, description: dict[str, Any], view: Callable[[], ClusterView | None]) -> None:
+    def __init__(
+        self,
+        description: dict[str, Any],
+        view: Callable[[], ClusterView | None],
+        lanes: Lanes,
+    ) -> None:
         super().__init__(view)
         self._workers_description = description
+        #: The calls its relay holds per agent (`actors.cluster._lanes`).
+        self.lanes = lanes
 
     def base_description(self) -> dict[str, Any]:
         return self._workers_description

@@ -36,6 +36,7 @@ from actors.cluster._coordinator_local import InProcessCoordinator
 from actors.cluster._coordinator_wire import coordinator_endpoints
 from actors.cluster._epoch_floor import revision_floor
 from actors.cluster._etcd_cluster import EtcdMirror, open_supervisor_view
+from actors.cluster._lanes import WRITES_HANDED_ON
 from actors.cluster._pool import ClientPool
 from actors.cluster._router import forwarding_registry
 from actors.cluster._shards import DEFAULT_SHARDS, placement_owner
@@ -97,6 +98,9 @@ class ClusterOptions:
     #: What workers bind, e.g. ``tcp://10.0.0.5:*`` (default: a private ipc endpoint); with
     #: several hosts it must be an address the other hosts can reach.
     worker_endpoint: str | None = None
+    #: State-changing calls per agent handed on to its owner at once (``[cluster]
+    #: relayWritesPerAgent``; `actors.cluster._lanes`).
+    relay_writes_per_agent: int = WRITES_HANDED_ON
 
     def worker_ids(self) -> list[str]:
         """Ids of this supervisor's workers: cluster-unique when a coordinator is shared."""
@@ -378,13 +382,23 @@ async def supervise(
                 with trio.move_on_after(seconds):
                     await coordinator.changed(coordinator.revision)
 
-            registry = forwarding_registry(described, pool, coordinator.current, wait_change)
+            registry = forwarding_registry(
+                described,
+                pool,
+                coordinator.current,
+                wait_change,
+                writes_per_agent=options.relay_writes_per_agent,
+            )
+
+            async def cluster_metrics() -> dict[str, Any]:
+                return {**await workers.metrics(), **registry.lanes.metric_families()}
+
             calls = CallMetrics() if metrics is not None else None
-            public = Server(registry, limits=limits, call_metrics=calls, metrics=workers.metrics)
+            public = Server(registry, limits=limits, call_metrics=calls, metrics=cluster_metrics)
             addresses = await nursery.start(public.run, list(endpoints))
             if metrics is not None:
                 snapshot = functools.partial(
-                    metrics_snapshot, public.statistics, calls, workers.metrics
+                    metrics_snapshot, public.statistics, calls, cluster_metrics
                 )
                 announce_metrics(
                     await nursery.start(serve_metrics, *metrics, snapshot, workers.serving)

@@ -273,3 +273,48 @@ def test_resume_hands_over_once_and_ends_the_detached_call() -> None:
     assert h.call.ended
     h.try_every_end()
     assert h.log == [("resume", handler)]
+
+
+@pytest.mark.parametrize(
+    "reason", [CancelReason.CALLER, CancelReason.SUPERSEDED, CancelReason.SHUTDOWN]
+)
+def test_a_held_call_is_answered_cancelled_queued_by_the_server(reason: CancelReason) -> None:
+    """A call its holder keeps without having handed it on (``held``) had no effect anywhere:
+    its cancel is answered ``cancelled`` with state ``queued`` at once, on_cancel (for calls
+    handed on) is not told, and on_abandon lets the holder forget it."""
+    h = Harness(call_id=12)
+    h.call.held = True
+    h.call.on_abandon = lambda why: h.log.append(("on_abandon", why))
+    h.record.cancel_reason = reason
+    h.call.cancel()
+    expected = Error(
+        id=12,
+        code="cancelled",
+        message=f"call cancelled while queued ({reason.value})",
+        details={"state": "queued", "reason": reason.value},
+    )
+    assert h.log == [("on_abandon", reason), ("end", expected)]
+    h.try_every_end()
+    assert len(h.log) == 2
+
+
+def test_a_held_call_ends_deadline_exceeded_at_its_deadline_not_a_grace_later() -> None:
+    """While held, the deadline is the server's to answer (nothing was handed on that could
+    answer it): ``gives_up_at`` is the deadline, and ``expire`` answers ``deadline-exceeded``
+    (state ``queued``); once handed on, the grace applies again."""
+    h = Harness(deadline=10.0, call_id=13)
+    h.call.held = True
+    assert h.call.gives_up_at == 10.0
+    h.call.held = False
+    assert h.call.gives_up_at == 10.0 + ANSWER_GRACE
+    h.call.held = True
+    h.call.on_abandon = lambda why: h.log.append(("on_abandon", why))
+    h.clock = 10.0
+    h.call.expire()
+    expected = Error(
+        id=13,
+        code="deadline-exceeded",
+        message="deadline exceeded while queued",
+        details={"state": "queued", "reason": "deadline"},
+    )
+    assert h.log == [("on_abandon", CancelReason.DEADLINE), ("end", expected)]

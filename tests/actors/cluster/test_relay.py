@@ -6,8 +6,12 @@ from __future__ import annotations
 import functools
 import time
 from pathlib import Path
+from typing import Any
 
+import msgpack
+import pytest
 import trio
+import zmq
 
 from tests.actors.cluster._cluster import raw_terminal_frames, running_cluster
 from wire import Client, open_client
@@ -139,3 +143,96 @@ async def test_calls_naming_no_agent_are_relayed_without_a_task(tmp_path: Path) 
                 )
                 assert tasks_seen and max(tasks_seen) == 0, tasks_seen
         assert await cluster.stop() == 0
+
+
+def _burst_then_cancel(
+    address: str, calls: list[dict[str, Any]], cancel: list[int], timeout: float
+) -> dict[int, list[dict[str, Any]]]:
+    """A raw DEALER (run it in a thread): hello, ``calls`` at once, then a cancel for each id
+    in ``cancel``; every terminal frame by call id, until each call has one and 0.5 s more."""
+    context = zmq.Context()
+    socket = context.socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.connect(address)
+    try:
+        socket.send(msgpack.packb({"type": "hello", "versions": [1], "name": "lanes"}))
+        for call in calls:
+            socket.send(msgpack.packb({"type": "call", **call}))
+        for call_id in cancel:
+            socket.send(msgpack.packb({"type": "cancel", "id": call_id, "reason": "caller"}))
+        terminal: dict[int, list[dict[str, Any]]] = {}
+        until = time.monotonic() + timeout
+        while time.monotonic() < until:
+            if not socket.poll(100):
+                continue
+            frame = msgpack.unpackb(socket.recv())
+            if frame["type"] == "ping":
+                socket.send(msgpack.packb({"type": "pong"}))
+            elif frame["type"] in ("result", "error") and frame.get("id") is not None:
+                terminal.setdefault(frame["id"], []).append(frame)
+                if len(terminal) == len(calls):
+                    until = min(until, time.monotonic() + 0.5)
+        return terminal
+    finally:
+        socket.close()
+        context.term()
+
+
+@pytest.mark.parametrize("writes_per_agent", [None, 100], ids=["default", "configured-100"])
+async def test_writes_behind_a_write_wait_at_the_relay_and_their_cancels_are_answered_there(
+    tmp_path: Path, writes_per_agent: int | None
+) -> None:
+    """An agent's writes are handed to its owner one at a time, the rest wait at the relay in
+    arrival order: 40 notes sent at once and every other one cancelled at once. The cancelled
+    notes that were still waiting are answered by the relay (``cancelled``, state ``queued``,
+    counted by ``relay_answered_waiting_total``) and the owner never sees them; every note
+    answered with a result is in the agent's notes, in the order sent, and no cancelled one is.
+    With ``[cluster] relayWritesPerAgent = 100`` all 40 go on at once and the owner answers
+    every cancel.
+    """
+    extra: list[str] = []
+    if writes_per_agent is not None:
+        config = tmp_path / "cluster.toml"
+        config.write_text(f"[cluster]\nrelayWritesPerAgent = {writes_per_agent}\n")
+        extra = ["--config", str(config)]
+    async with running_cluster(tmp_path, extra=extra) as cluster:
+        with trio.fail_after(60):
+            async with open_client(cluster.address) as client:
+                agent = (await client.call("agents/create", {"cwd": str(tmp_path)}))["agentId"]
+                await client.call("diagnostics/echo", {"agentId": agent})  # connects the owner
+                calls = [
+                    {
+                        "id": n,
+                        "endpoint": "diagnostics/note",
+                        "args": {"agentId": agent, "text": f"note-{n}"},
+                    }
+                    for n in range(1, 41)
+                ]
+                cancelled_ids = list(range(2, 41, 2))
+                burst = functools.partial(
+                    _burst_then_cancel, cluster.address, calls, cancelled_ids, timeout=20
+                )
+                answers = await trio.to_thread.run_sync(burst)
+                notes = await client.call("diagnostics/notes", {"agentId": agent})
+                families = await client.call("system/metrics")
+        assert await cluster.stop() == 0
+    assert sorted(answers) == list(range(1, 41))
+    assert all(len(frames) == 1 for frames in answers.values()), answers
+    frames = {n: frames[0] for n, frames in answers.items()}
+    applied = [n for n, frame in sorted(frames.items()) if frame["type"] == "result"]
+    refused = [n for n, frame in frames.items() if frame.get("code") == "cancelled"]
+    assert sorted(applied + refused) == list(range(1, 41)), frames
+    assert set(refused) <= set(cancelled_ids)
+    # What was answered is what happened, in the order sent.
+    assert [text for text in notes if text.startswith("note-")] == [f"note-{n}" for n in applied]
+    assert {frames[n]["details"]["state"] for n in refused} == {"queued"}
+    answered_here = sum(
+        sample["value"] for sample in families["relay_answered_waiting_total"]["samples"]
+    )
+    if writes_per_agent is None:
+        # Notes never run long enough to be cancelled on the owner: every cancel that found one
+        # still waiting was answered at the relay, and the cancels came while most still waited.
+        assert answered_here == len(refused) >= 10, (answered_here, refused)
+    else:
+        assert answered_here == 0
+    assert families["relay_waiting_calls"]["samples"] == [{"labels": [], "value": 0}]

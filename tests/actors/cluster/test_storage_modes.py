@@ -103,9 +103,10 @@ class TestConfig:
         path = tmp_path / "c.toml"
         path.write_text(
             '[cluster]\nhostId = "east"\nstorageMode = "shared"\nstorageId = "nfs"\n'
-            'workerEndpoint = "tcp://10.0.0.5:*"\n'
+            'workerEndpoint = "tcp://10.0.0.5:*"\nrelayWritesPerAgent = 3\n'
         )
         cluster = load_config(path).cluster
+        assert cluster.relay_writes_per_agent == 3
         assert (cluster.host_id, cluster.storage_mode, cluster.storage_id) == (
             "east",
             "shared",
@@ -119,6 +120,9 @@ class TestConfig:
             ('storageMode = "nfs"', "storageMode must be local or shared"),
             ("hostId = 3", "hostId must be a non-empty string"),
             ('host = "x"', "unknown key 'host' in [cluster]"),
+            ("relayWritesPerAgent = 0", "relayWritesPerAgent must be an integer of at least 1"),
+            ("relayWritesPerAgent = 1.5", "relayWritesPerAgent must be an integer of at least 1"),
+            ("relayWritesPerAgent = true", "relayWritesPerAgent must be an integer of at least 1"),
         ],
     )
     def test_bad_cluster_keys_are_refused(self, tmp_path: Path, body: str, message: str) -> None:
