@@ -386,20 +386,24 @@ def forwarding_registry(
     lanes = Lanes(writes_per_agent)
     active_lanes = lanes.active
 
-    def ready_owner(agent_id: str) -> tuple[str, Client] | None:
-        """The owner of ``agent_id`` in the current view and its client, if connected (else a
+    def ready_owner(current: ClusterView | None, agent_id: str) -> tuple[str, Client] | None:
+        """The owner of ``agent_id`` in ``current`` and its client, if connected (else a
         connection is started, for the calls after this one)."""
-        current = view()
         if current is None or not current.shard_count:
             return None
         claim = current.owner(shard_of(agent_id, current.shard_count))
         if claim is None:
             return None
-        client = pool.ready(claim.endpoint)
+        client = connected(claim.endpoint)
+        return None if client is None else (claim.worker_id, client)
+
+    def connected(endpoint: str) -> Client | None:
+        """The worker's client if it is connected; else ``None``, and a connection is started
+        (the call takes the task path, which waits for it; later calls find it ready)."""
+        client = pool.ready(endpoint)
         if client is None:
-            pool.connect_soon(claim.endpoint)
-            return None
-        return claim.worker_id, client
+            pool.connect_soon(endpoint)
+        return client
 
     def relayer(name: str, mutates: bool) -> Callable[[CallContext, dict[str, Any]], Any]:
         def relay(context: CallContext, args: dict[str, Any]) -> Any:
@@ -413,39 +417,31 @@ def forwarding_registry(
                 member = next_member(current)
                 if member is None:
                     return DEFERRED
-                client = pool.ready(member.endpoint)
+                client = connected(member.endpoint)
                 if client is None:
-                    pool.connect_soon(member.endpoint)
                     return DEFERRED
                 retry = functools.partial(forward_any, name, args)
                 return Detach(
                     functools.partial(_relay, client, member.worker_id, name, args, None, retry)
                 )
-            claim = (
-                current.owner(shard_of(agent_id, current.shard_count))
-                if current.shard_count
-                else None
-            )
-            if claim is None:
-                return DEFERRED  # no owner yet: call_owner waits for one
-            client = pool.ready(claim.endpoint)
-            if client is None:
-                # Not connected: this call takes the task path, which waits for a connection;
-                # this one is started now, so later calls to this worker find it ready.
-                pool.connect_soon(claim.endpoint)
+            owner = ready_owner(current, agent_id)
+            if owner is None:
+                # No owner yet, or not connected: this call takes the task path, which waits for
+                # them (a connection was started: later calls to that worker find it ready).
                 return DEFERRED
             retry = functools.partial(
                 call_owner, pool, view, wait_change, name, args, agent_id, relayed=True
             )
             if not mutates and agent_id not in active_lanes:
+                worker_id, client = owner
                 return Detach(
-                    functools.partial(_relay, client, claim.worker_id, name, args, agent_id, retry)
+                    functools.partial(_relay, client, worker_id, name, args, agent_id, retry)
                 )
 
             def hand_on(call: DetachedCall, on_end: Callable[[], None] | None) -> None:
                 # The owner as it is now: the call may have waited in its lane while the view
                 # moved on.
-                now_owner = ready_owner(agent_id)
+                now_owner = ready_owner(view(), agent_id)
                 if now_owner is None:
                     call.resume(retry)
                     if on_end is not None:

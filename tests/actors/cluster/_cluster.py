@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -21,11 +21,17 @@ SHARDS = 16
 
 
 def raw_terminal_frames(
-    address: str, calls: list[dict[str, Any]], *, timeout: float, settle: float | None = None
+    address: str,
+    calls: list[dict[str, Any]],
+    *,
+    timeout: float,
+    settle: float | None = None,
+    cancels: Sequence[int] = (),
 ) -> dict[int, list[dict[str, Any]]]:
-    """A raw DEALER (run it in a thread): hello, then ``calls``; every terminal frame by call
-    id, read until the server's bye, ``timeout`` seconds, or (with ``settle``) ``settle``
-    seconds after every call has one (a second one would come by then). Pings are answered.
+    """A raw DEALER (run it in a thread): hello, then ``calls``, then a cancel (reason
+    ``caller``) for each id in ``cancels``; every terminal frame by call id, read until the
+    server's bye, ``timeout`` seconds, or (with ``settle``) ``settle`` seconds after every call
+    has one (a second one would come by then). Pings are answered.
     """
     context = zmq.Context()
     socket = context.socket(zmq.DEALER)
@@ -35,6 +41,8 @@ def raw_terminal_frames(
         socket.send(msgpack.packb({"type": "hello", "versions": [1], "name": "raw"}))
         for call in calls:
             socket.send(msgpack.packb({"type": "call", **call}))
+        for call_id in cancels:
+            socket.send(msgpack.packb({"type": "cancel", "id": call_id, "reason": "caller"}))
         terminal: dict[int, list[dict[str, Any]]] = {}
         until = time.monotonic() + timeout
         while time.monotonic() < until:

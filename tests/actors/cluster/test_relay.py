@@ -6,12 +6,9 @@ from __future__ import annotations
 import functools
 import time
 from pathlib import Path
-from typing import Any
 
-import msgpack
 import pytest
 import trio
-import zmq
 
 from tests.actors.cluster._cluster import raw_terminal_frames, running_cluster
 from wire import Client, open_client
@@ -145,39 +142,6 @@ async def test_calls_naming_no_agent_are_relayed_without_a_task(tmp_path: Path) 
         assert await cluster.stop() == 0
 
 
-def _burst_then_cancel(
-    address: str, calls: list[dict[str, Any]], cancel: list[int], timeout: float
-) -> dict[int, list[dict[str, Any]]]:
-    """A raw DEALER (run it in a thread): hello, ``calls`` at once, then a cancel for each id
-    in ``cancel``; every terminal frame by call id, until each call has one and 0.5 s more."""
-    context = zmq.Context()
-    socket = context.socket(zmq.DEALER)
-    socket.setsockopt(zmq.LINGER, 0)
-    socket.connect(address)
-    try:
-        socket.send(msgpack.packb({"type": "hello", "versions": [1], "name": "lanes"}))
-        for call in calls:
-            socket.send(msgpack.packb({"type": "call", **call}))
-        for call_id in cancel:
-            socket.send(msgpack.packb({"type": "cancel", "id": call_id, "reason": "caller"}))
-        terminal: dict[int, list[dict[str, Any]]] = {}
-        until = time.monotonic() + timeout
-        while time.monotonic() < until:
-            if not socket.poll(100):
-                continue
-            frame = msgpack.unpackb(socket.recv())
-            if frame["type"] == "ping":
-                socket.send(msgpack.packb({"type": "pong"}))
-            elif frame["type"] in ("result", "error") and frame.get("id") is not None:
-                terminal.setdefault(frame["id"], []).append(frame)
-                if len(terminal) == len(calls):
-                    until = min(until, time.monotonic() + 0.5)
-        return terminal
-    finally:
-        socket.close()
-        context.term()
-
-
 @pytest.mark.parametrize("writes_per_agent", [None, 100], ids=["default", "configured-100"])
 async def test_writes_behind_a_write_wait_at_the_relay_and_their_cancels_are_answered_there(
     tmp_path: Path, writes_per_agent: int | None
@@ -210,7 +174,12 @@ async def test_writes_behind_a_write_wait_at_the_relay_and_their_cancels_are_ans
                 ]
                 cancelled_ids = list(range(2, 41, 2))
                 burst = functools.partial(
-                    _burst_then_cancel, cluster.address, calls, cancelled_ids, timeout=20
+                    raw_terminal_frames,
+                    cluster.address,
+                    calls,
+                    timeout=20,
+                    settle=0.5,
+                    cancels=cancelled_ids,
                 )
                 answers = await trio.to_thread.run_sync(burst)
                 notes = await client.call("diagnostics/notes", {"agentId": agent})
