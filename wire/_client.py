@@ -57,7 +57,7 @@ class ClientStatistics:
 
 
 #: ``on_done(value, error)``: how a call started with :meth:`Client.start_call` ends.
-OnDone = Callable[[Any, WireError | None], None]
+OnDone = Callable[[Any, WireError | None], object]
 
 
 class _Callback:

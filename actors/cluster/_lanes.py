@@ -59,6 +59,10 @@ class _Lane:
     waiting: collections.deque[_Waiting] = attrs.Factory(collections.deque)
     #: Calls in ``waiting`` that are gone.
     gone: int = 0
+    #: Whether :meth:`Lanes._release` is handing calls on from this lane: a write that ends
+    #: while it does (one handed on that could not be sent, say) leaves the next to that loop
+    #: instead of starting another (a lane of hundreds would otherwise recurse that deep).
+    releasing: bool = False
 
 
 class Lanes:
@@ -129,20 +133,26 @@ class Lanes:
 
     def _release(self, key: str, lane: _Lane) -> None:
         """Hand on the calls at the head of ``lane`` that may go now."""
-        waiting = lane.waiting
-        while waiting:
-            head = waiting[0]
-            if head.gone:
+        if lane.releasing:
+            return  # the loop below, further up this stack, looks at the lane again
+        lane.releasing = True
+        try:
+            waiting = lane.waiting
+            while waiting:
+                head = waiting[0]
+                if head.gone:
+                    waiting.popleft()
+                    lane.gone -= 1
+                    continue
+                if head.mutates and lane.writes >= self._limit:
+                    break
                 waiting.popleft()
-                lane.gone -= 1
-                continue
-            if head.mutates and lane.writes >= self._limit:
-                break
-            waiting.popleft()
-            head.call.held = False
-            head.call.on_abandon = None
-            self._hand_on(key, lane, head.mutates, head.hand_on)
-        if not waiting and lane.writes == 0 and self._lanes.get(key) is lane:
+                head.call.held = False
+                head.call.on_abandon = None
+                self._hand_on(key, lane, head.mutates, head.hand_on)
+        finally:
+            lane.releasing = False
+        if not lane.waiting and lane.writes == 0 and self._lanes.get(key) is lane:
             del self._lanes[key]
 
     def _forget(self, key: str, lane: _Lane, waiting: _Waiting, reason: CancelReason) -> None:

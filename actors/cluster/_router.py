@@ -281,16 +281,20 @@ def _relay(
 ) -> None:
     """Send ``call`` on to its owner through ``client`` and answer it from the owner's reply;
     a cancel is passed on and answered the same way (``wire/_detached.py``). ``on_end`` is
-    called once the call has ended here (answered, abandoned, or moved onto the task path)."""
+    called once the call has ended: answered or abandoned here, or, when it goes on to the
+    task path (``retry``), once that ends (so the next write of its lane waits for it)."""
     deadline = call.deadline
     # Clamped: a pause (a garbage collection, say) may have spent the budget since arrival,
     # and a negative deadlineMs is a bad request; 0 is answered deadline-exceeded unrun (§6).
     budget = None if deadline is None else max(0.0, deadline - trio.current_time()) * 1000
+    if on_end is not None:
+        retry = retry_then(retry, on_end)
 
-    def done(value: Any, error: WireError | None) -> None:
+    def done(value: Any, error: WireError | None) -> bool:
+        """Answer the call from the owner's reply; whether it went on to the task path."""
         if error is None:
             call.succeed_encoded(value)  # the owner's result, passed on as it was encoded
-            return
+            return False
         if call.cancelling:
             # Our cancel reached the owner (or crossed its answer): the answer is the truth.
             if _never_ran(error):
@@ -298,22 +302,21 @@ def _relay(
                 call.cancelled(error.state if isinstance(error, CallCancelledError) else "queued")
             else:
                 call.fail(error)
-            return
+            return False
         answer = _owner_error(error, worker_id, endpoint, agent_id)
         if answer is None:
             call.resume(retry)
-        else:
-            call.fail(answer)
+            return True
+        call.fail(answer)
+        return False
 
-    on_done = done if on_end is None else _then(done, on_end)
+    on_done = done if on_end is None else _unless_resumed(done, on_end)
     try:
         call_id = client.start_call(
             endpoint, args, deadline_ms=budget, encoded_result=True, on_done=on_done
         )
     except (PeerLostError, UnavailableError):
         call.resume(retry)  # not sent (the owner's connection just went): safe to retry
-        if on_end is not None:
-            on_end()
         return
     call.on_cancel = functools.partial(client.request_cancel, call_id)
     if on_end is None:
@@ -327,16 +330,33 @@ def _relay(
         call.on_abandon = abandon
 
 
-def _then(
-    done: Callable[[Any, WireError | None], None], on_end: Callable[[], None]
-) -> Callable[[Any, WireError | None], None]:
-    """``done``, then ``on_end`` (also when ``done`` raises)."""
+def retry_then(
+    retry: Callable[[], Awaitable[Any]], on_end: Callable[[], None]
+) -> Callable[[], Awaitable[Any]]:
+    """``retry``, then ``on_end`` however it ended."""
 
-    def done_then_end(value: Any, error: WireError | None) -> None:
+    async def retry_then_end() -> Any:
         try:
-            done(value, error)
+            return await retry()
         finally:
             on_end()
+
+    return retry_then_end
+
+
+def _unless_resumed(
+    done: Callable[[Any, WireError | None], bool], on_end: Callable[[], None]
+) -> Callable[[Any, WireError | None], None]:
+    """``done``, then ``on_end`` unless the call went on to the task path (its retry calls
+    ``on_end`` when it ends)."""
+
+    def done_then_end(value: Any, error: WireError | None) -> None:
+        resumed = False
+        try:
+            resumed = done(value, error)
+        finally:
+            if not resumed:
+                on_end()
 
     return done_then_end
 
@@ -443,9 +463,9 @@ def forwarding_registry(
                 # moved on.
                 now_owner = ready_owner(view(), agent_id)
                 if now_owner is None:
-                    call.resume(retry)
-                    if on_end is not None:
-                        on_end()
+                    # The task path waits for an owner; the next write of the lane waits for
+                    # this one, so they still reach the owner in the order they came.
+                    call.resume(retry if on_end is None else retry_then(retry, on_end))
                     return
                 worker_id, client = now_owner
                 _relay(client, worker_id, name, args, agent_id, retry, call, on_end)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import trio
 
 from actors.cluster import rendezvous_owner, shard_of
+from actors.cluster._lanes import WRITES_HANDED_ON
+from actors.session_log import load_session
 from tests.actors.cluster._acks import AckLog, append_logged
-from tests.actors.cluster._cluster import SHARDS, running_cluster, user_message
-from wire import PeerLostError, UnavailableError, open_client
+from tests.actors.cluster._cluster import SHARDS, raw_terminal_frames, running_cluster, user_message
+from wire import Client, PeerLostError, UnavailableError, open_client
 
 
 def agents_on(worker: str, count: int, prefix: str) -> list[str]:
@@ -125,3 +129,62 @@ async def test_workers_stop_when_their_supervisor_is_killed(tmp_path: Path) -> N
             while any(_alive(pid) for pid in pids.values()):
                 await trio.sleep(0.1)
         assert not [w for w, pid in pids.items() if _alive(pid)], "workers outlived the supervisor"
+
+
+async def _relay_waiting(client: Client) -> float:
+    families = await client.call("system/metrics")
+    return float(families["relay_waiting_calls"]["samples"][0]["value"])
+
+
+async def test_writes_waiting_at_the_relay_when_their_owner_dies_go_to_the_next_owner(
+    tmp_path: Path,
+) -> None:
+    """300 appends pipelined to one agent whose owner is SIGKILLed while most of them wait at
+    the supervisor (one write per agent is handed on at a time): only the write in flight can
+    end ambiguous (``unavailable`` or ``peer-lost``); every other one reaches the next owner
+    and is answered with its result, each is in the log once, and the log keeps the order they
+    were sent in."""
+    [agent] = agents_on("w1", 1, "lane")
+    count = 300
+    async with running_cluster(tmp_path) as cluster:
+        with trio.fail_after(90):
+            async with open_client(cluster.address) as client:
+                await client.call("agents/create", {"agentId": agent, "cwd": str(tmp_path)})
+                path = Path((await client.call("sessions/info", {"agentId": agent}))["path"])
+                calls = [
+                    {
+                        "id": n,
+                        "endpoint": "sessions/append",
+                        "args": {"agentId": agent, "events": [user_message(f"lane-{n}")]},
+                    }
+                    for n in range(1, count + 1)
+                ]
+                burst = functools.partial(
+                    raw_terminal_frames, cluster.address, calls, timeout=60, settle=0.5
+                )
+                answers: dict[int, list[dict[str, Any]]] = {}
+
+                async def send() -> None:
+                    answers.update(await trio.to_thread.run_sync(burst))
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(send)
+                    while await _relay_waiting(client) < 10:
+                        await trio.sleep(0.005)
+                    os.kill(cluster.worker_pids()["w1"], signal.SIGKILL)
+            assert await cluster.stop() == 0
+    assert sorted(answers) == list(range(1, count + 1))
+    assert all(len(frames) == 1 for frames in answers.values()), answers
+    codes = {n: frames[0].get("code", "result") for n, frames in answers.items()}
+    ambiguous = [n for n, code in codes.items() if code != "result"]
+    assert {codes[n] for n in ambiguous} <= {"unavailable", "peer-lost"}, codes
+    assert len(ambiguous) <= WRITES_HANDED_ON, [answers[n] for n in ambiguous]
+    logged = [
+        event["data"]["id"]
+        for event in load_session(path, expected_id=agent).events
+        if event.get("type") == "user/message"
+    ]
+    assert len(logged) == len(set(logged)), "an append is in the log twice"
+    applied = [int(text.removeprefix("lane-")) for text in logged]
+    assert applied == sorted(applied), "the log is not in the order the appends were sent"
+    assert set(applied) >= {n for n, code in codes.items() if code == "result"}

@@ -155,3 +155,25 @@ def test_a_lane_of_cancelled_calls_is_compacted_and_the_next_live_write_goes_in_
 def test_a_write_limit_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one write"):
         Lanes(writes_handed_on=0)
+
+
+def test_writes_that_end_as_they_are_handed_on_release_the_lane_without_recursing() -> None:
+    """A write handed on that ends at once (it could not be sent and went to the task path)
+    lets the next one go from the same loop: a lane of thousands drains without recursing
+    once per call (which broke on a worker's death with a few hundred waiting)."""
+    lanes, calls = Lanes(), Calls()
+    calls.admit(lanes, "a", "w0", mutates=True)
+    count = 5_000
+    for i in range(1, count + 1):
+        call = calls.call(f"w{i}")
+
+        def ends_at_once(on_end: Callable[[], None] | None, name: str = f"w{i}") -> None:
+            calls.handed_on.append(name)
+            assert on_end is not None
+            on_end()
+
+        lanes.admit("a", True, call, ends_at_once)
+    assert lanes.held() == count
+    calls.end("w0")
+    assert calls.handed_on == [f"w{i}" for i in range(count + 1)]
+    assert "a" not in lanes.active and lanes.held() == 0
