@@ -14,8 +14,13 @@ in a lane. A call waiting here is :attr:`~wire.DetachedCall.held`: its cancel is
 which is the truth, as its owner never saw it. A reader with no lane ahead of it is handed on
 at once and never tracked: readers run side by side on the worker.
 
-The relay's cost: a write to an agent whose previous write is still running leaves one round
-trip to the worker later than it would have (a fraction of the write's own fsync).
+The relay's cost: a write to an agent whose previous write is still running leaves for the
+owner one supervisor-worker round trip after that write ended, instead of waiting in the
+mailbox; writes pipelined to one agent go a quarter to a third slower (``docs/scale-out.md``,
+"Lanes"). ``[cluster] relayWritesPerAgent`` hands on more at once.
+
+When a write cannot be handed on (its owner is gone) it takes the task path, and its lane waits
+for that retry to end: the writes behind it still reach the next owner in arrival order.
 """
 
 from __future__ import annotations
@@ -35,8 +40,8 @@ __all__ = ["WRITES_HANDED_ON", "HandOn", "Lanes"]
 #: only a round trip can cancel them.
 WRITES_HANDED_ON = 1
 
-#: Hands a call on to its owner: called with the function to call once the call has ended there
-#: (answered, abandoned, or moved onto the task path), or ``None`` for a reader.
+#: Hands a call on to its owner: called with the function to call once the call has ended (its
+#: answer, its abandonment, or the end of its retry on the task path), or ``None`` for a reader.
 HandOn = Callable[[Callable[[], None] | None], None]
 
 #: Ended calls a lane keeps before it compacts (they are skipped when they reach its head).
@@ -92,8 +97,9 @@ class Lanes:
                 [((), self.held())],
             ),
             "relay_answered_waiting_total": counter(
-                "Calls the relay answered while it held them (their owner never saw them), by "
-                "reason: caller, superseded, deadline, shutdown, peer-lost.",
+                "Calls the relay ended while it held them (their owner never saw them), by "
+                "reason: caller, superseded, deadline, shutdown (answered cancelled or "
+                "deadline-exceeded), peer-lost (the caller was gone).",
                 ("reason",),
                 [([reason], n) for reason, n in sorted(self._answered.items())],
             ),

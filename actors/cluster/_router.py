@@ -288,7 +288,7 @@ def _relay(
     # and a negative deadlineMs is a bad request; 0 is answered deadline-exceeded unrun (§6).
     budget = None if deadline is None else max(0.0, deadline - trio.current_time()) * 1000
     if on_end is not None:
-        retry = retry_then(retry, on_end)
+        retry = _retry_then(retry, on_end)
 
     def done(value: Any, error: WireError | None) -> bool:
         """Answer the call from the owner's reply; whether it went on to the task path."""
@@ -330,7 +330,7 @@ def _relay(
         call.on_abandon = abandon
 
 
-def retry_then(
+def _retry_then(
     retry: Callable[[], Awaitable[Any]], on_end: Callable[[], None]
 ) -> Callable[[], Awaitable[Any]]:
     """``retry``, then ``on_end`` however it ended."""
@@ -465,7 +465,7 @@ def forwarding_registry(
                 if now_owner is None:
                     # The task path waits for an owner; the next write of the lane waits for
                     # this one, so they still reach the owner in the order they came.
-                    call.resume(retry if on_end is None else retry_then(retry, on_end))
+                    call.resume(retry if on_end is None else _retry_then(retry, on_end))
                     return
                 worker_id, client = now_owner
                 _relay(client, worker_id, name, args, agent_id, retry, call, on_end)
