@@ -16,6 +16,7 @@ import trio
 import zmq
 
 from actors.cli._demo import start_server_process
+from bench._storm import user_message as user_message
 
 SHARDS = 16
 
@@ -61,20 +62,6 @@ def raw_terminal_frames(
     finally:
         socket.close()
         context.term()
-
-
-def user_message(text: str) -> dict[str, Any]:
-    """One ``user/message`` event as a host appends it."""
-    return {
-        "type": "user/message",
-        "data": {
-            "id": text,
-            "role": "user",
-            "content": [{"type": "text", "text": text}],
-            "source": {"kind": "user"},
-        },
-        "surfaceOp": "append",
-    }
 
 
 @attrs.define

@@ -27,9 +27,7 @@ import zmq
 
 from actors.cli._demo import start_server_process
 from actors.cluster import shard_of
-from tests.actors.cluster._cluster import running_cluster
-from tests.actors.cluster._etcd import EtcdCluster
-from tests.actors.cluster._storm import (
+from bench._storm import (
     Sent,
     Verdict,
     appended_texts,
@@ -40,6 +38,8 @@ from tests.actors.cluster._storm import (
     plan,
     storm,
 )
+from tests.actors.cluster._cluster import running_cluster
+from tests.actors.cluster._etcd import EtcdCluster
 from wire import open_client
 
 AGENTS = 8

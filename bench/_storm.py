@@ -1,5 +1,7 @@
 """A raw client that cancels its calls 0-5 ms after sending them, and the checks of what the
-answers claimed against what the server did (cancel truth: ``cancelled`` means no effect)."""
+answers claimed against what the server did (cancel truth: ``cancelled`` means no effect).
+
+Shared by ``bench.cancel_storm`` and the cancel-truth tests (``tests/actors/cluster``)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,21 @@ import msgpack
 import zmq
 
 from actors.session_log._reader import load_session
-from tests.actors.cluster._cluster import user_message
+
+
+def user_message(text: str) -> dict[str, Any]:
+    """One ``user/message`` event as a host appends it (``text`` is also its id)."""
+    return {
+        "type": "user/message",
+        "data": {
+            "id": text,
+            "role": "user",
+            "content": [{"type": "text", "text": text}],
+            "source": {"kind": "user"},
+        },
+        "surfaceOp": "append",
+    }
+
 
 #: Answers that claim the call had no effect.
 NO_EFFECT = frozenset({"cancelled", "deadline-exceeded"})

@@ -1,0 +1,372 @@
+"""Cancel storm: what a cancelled call's caller is told, and how soon, in one process and
+through the supervisor of ``serve --workers 2`` (issue 19, item 1).
+
+``python -m bench.cancel_storm [--quick] [--modes one,workers] [--repeats N] [--calls A,N,S]
+[--in-flight N] [--out PATH]``
+
+For each mode and repeat, a fresh server (``python -m actors serve --endpoint ipc://TMP/s.sock
+--data TMP/data [--workers 2]``) and 8 new agents. A raw DEALER (``bench/_storm.py``) sends
+``A`` appends, ``N`` notes and ``S`` sleeps (default 2,000, 2,000 and 600), shuffled, at most
+``--in-flight`` (default 32) at a time. Each call is cancelled 0-5 ms after it was sent, or,
+one in five, carries a 1-5 ms deadline instead; one append in four carries its agent's
+supersede key, so a newer one cancels it.
+
+Measured, over all repeats of a mode:
+
+- **cancel → terminal frame**: from the client sending a cancel to the call's one terminal
+  frame, split by how the call ended: ``cancelled`` or ``deadline-exceeded`` (no effect), or
+  its ``result`` (it had run when the cancel came, so the truthful answer waits for it);
+- **the storm's duration**, from the first call sent to the last frame read;
+- **truth**: every append or note answered ``cancelled`` or ``deadline-exceeded`` is checked
+  absent (the session logs on disk, ``diagnostics/notes``), every one answered with a result
+  present; a sleep answered ``cancelled`` must not have run to its end (``diagnostics/endings``
+  of the server, or of each worker). A run with a false answer fails the benchmark.
+
+Target (issue 19, item 1): through the relay, the cancel's p99 to the terminal frame at most
+5 ms. It is printed with PASS/MISS; the exit status is 0 whenever the run completed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from actors._serve import READY_LINE
+from bench._common import (
+    BenchError,
+    Stopped,
+    Target,
+    bench_parser,
+    format_table,
+    latency_summary,
+    machine_info,
+    option_changes,
+    plot_png,
+    progress,
+    publish_with_plot,
+    record_steal,
+    run_guarded,
+    server_process,
+    steal_seconds,
+    target_rows,
+)
+from bench._storm import NO_EFFECT, Sent, appended_texts, judge, plan, storm
+from wire import open_client
+
+__all__ = ["Settings", "main", "run_benchmark"]
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "bench" / "results" / "cancel_storm.json"
+#: Issue 19, item 1: the cancel's p99 to its terminal frame through the relay (ms).
+TARGET_P99_MS = 5.0
+AGENTS = 8
+MODES = {"one": 0, "workers": 2}
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    quick: bool = False
+    modes: tuple[str, ...] = ("one", "workers")
+    repeats: int = 3
+    #: Appends, notes and sleeps per storm.
+    calls: tuple[int, int, int] = (2000, 2000, 600)
+    in_flight: int = 32
+
+    @classmethod
+    def quick_run(cls) -> Settings:
+        return cls(quick=True, repeats=1, calls=(200, 200, 60))
+
+
+# -- one storm --------------------------------------------------------------------------------
+
+
+async def _agents(address: str, cwd: Path) -> tuple[list[str], dict[str, Path]]:
+    """``AGENTS`` new agents and their session log paths."""
+    async with open_client(address) as client:
+        agents = [
+            (await client.call("agents/create", {"cwd": str(cwd)}))["agentId"]
+            for _ in range(AGENTS)
+        ]
+        paths = {
+            agent: Path((await client.call("sessions/info", {"agentId": agent}))["path"])
+            for agent in agents
+        }
+    return agents, paths
+
+
+async def _effects(address: str, agents: list[str], tag: str) -> tuple[set[str], set[str]]:
+    """The notes the agents hold, and the sleeps (labels with ``tag``) that ran to their end,
+    asked of the server, or of each worker (from the shard map of its ``system/describe``)."""
+    async with open_client(address) as client:
+        noted = {
+            text
+            for agent in agents
+            for text in await client.call("diagnostics/notes", {"agentId": agent})
+        }
+        described = await client.call("system/describe")
+    workers = list(described.get("cluster", {}).get("workers", {}).values()) or [address]
+    completed: set[str] = set()
+    for endpoint in workers:
+        async with open_client(endpoint) as worker:
+            for ending in await worker.call("diagnostics/endings"):
+                if ending["call"].startswith(tag) and ending["outcome"] == "completed":
+                    completed.add(ending["call"])
+    return noted, completed
+
+
+def _storm_once(mode: str, repeat: int, settings: Settings, env: dict[str, str]) -> dict[str, Any]:
+    """A fresh server in ``mode``, one storm against it, and what its answers claimed."""
+    workers = MODES[mode]
+    appends, notes, sleeps = settings.calls
+    with tempfile.TemporaryDirectory(prefix="bench-cancel-storm-") as tmp:
+        endpoint = f"ipc://{tmp}/s.sock"
+        argv = [sys.executable, "-m", "actors", "serve", "--endpoint", endpoint]
+        argv += ["--data", f"{tmp}/data", *(["--workers", str(workers)] if workers else [])]
+        cwd = Path(tmp) / "cwd"
+        cwd.mkdir()
+        with server_process(argv, ready_prefix=READY_LINE, cwd=ROOT, env=env):
+            agents, paths = trio.run(_agents, endpoint, cwd)
+            tag = f"{mode}-{repeat}-{os.getpid()}"
+            calls = plan(
+                agents, appends=appends, notes=notes, sleeps=sleeps, tag=tag, seed=19 + repeat
+            )
+            started = time.monotonic()
+            sent = storm(endpoint, calls, in_flight=settings.in_flight, settle=0.2)
+            last = max((s.received for s in sent if s.received is not None), default=started)
+            noted, completed = trio.run(_effects, endpoint, agents, tag)
+        logged = appended_texts(paths)
+    by_endpoint = {
+        kind: [s for s in sent if s.endpoint == name]
+        for kind, name in (
+            ("append", "sessions/append"),
+            ("note", "diagnostics/note"),
+            ("sleep", "diagnostics/sleep"),
+        )
+    }
+    verdicts = [
+        judge("append", by_endpoint["append"], logged),
+        judge("note", by_endpoint["note"], noted),
+        judge("sleep", by_endpoint["sleep"], completed),
+    ]
+    false_answers = [
+        f"{v.kind}: {problem}"
+        for v in verdicts
+        for problem in [*v.lied_no_effect, *(f"acknowledged, missing: {m}" for m in v.lost_acks)]
+    ]
+    if false_answers or any(v.not_one_frame for v in verdicts):
+        raise BenchError(
+            f"{mode}: answers that were not the truth: {false_answers[:5]} "
+            f"(calls without exactly one terminal frame: "
+            f"{sum(len(v.not_one_frame) for v in verdicts)})"
+        )
+    return {
+        "sent": sent,
+        "seconds": round(last - started, 3),
+        "codes": {v.kind: v.codes for v in verdicts},
+    }
+
+
+def _latencies_ns(sent: Sequence[Sent], ended: str) -> list[int]:
+    """Cancel → terminal frame (ns) of the calls that ended ``ended`` (``no-effect``,
+    ``result`` or ``all``)."""
+    out = []
+    for call in sent:
+        if call.cancel_sent is None or call.received is None or call.received < call.cancel_sent:
+            continue
+        kind = "result" if call.code == "result" else "no-effect" if call.code in NO_EFFECT else ""
+        if ended in ("all", kind):
+            out.append(round((call.received - call.cancel_sent) * 1e9))
+    return out
+
+
+def _run_mode(mode: str, settings: Settings, env: dict[str, str]) -> dict[str, Any]:
+    sent: list[Sent] = []
+    seconds: list[float] = []
+    codes: list[dict[str, dict[str, int]]] = []
+    for repeat in range(settings.repeats):
+        progress(f"{mode}: storm {repeat + 1} of {settings.repeats}")
+        run = _storm_once(mode, repeat, settings, env)
+        sent.extend(run["sent"])
+        seconds.append(run["seconds"])
+        codes.append(run["codes"])
+    summaries = {
+        ended: latency_summary(_latencies_ns(sent, ended))
+        for ended in ("all", "no-effect", "result")
+    }
+    all_p99 = summaries["all"]["p99Us"]
+    progress(f"{mode}: cancel → terminal frame p99 {all_p99} µs over {len(sent)} calls")
+    return {
+        "mode": mode,
+        "workers": MODES[mode],
+        "calls": len(sent),
+        "stormSeconds": seconds,
+        "codes": codes,
+        "cancelToTerminal": summaries,
+    }
+
+
+def run_benchmark(settings: Settings) -> dict[str, Any]:
+    """Every mode's storms, one after the other; returns the report."""
+    started_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    clock, steal, machine = time.perf_counter(), steal_seconds(), machine_info()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "PYTHONUNBUFFERED": "1",
+    }
+    modes = {mode: _run_mode(mode, settings, env) for mode in settings.modes}
+    elapsed = time.perf_counter() - clock
+    record_steal(machine, steal, elapsed)
+    targets = []
+    if "workers" in modes:
+        p99 = modes["workers"]["cancelToTerminal"]["all"]["p99Us"]
+        targets.append(
+            Target(
+                name="cancel → terminal frame p99 through the relay (--workers 2)",
+                value=None if p99 is None else p99 / 1000,
+                limit=TARGET_P99_MS,
+                comparison="<=",
+                unit=" ms",
+            )
+        )
+    appends, notes, sleeps = settings.calls
+    return {
+        "benchmark": "cancel-storm",
+        "startedAt": started_at,
+        "elapsedSeconds": round(elapsed, 3),
+        "config": {
+            "quick": settings.quick,
+            "modes": list(settings.modes),
+            "repeats": settings.repeats,
+            "appends": appends,
+            "notes": notes,
+            "sleeps": sleeps,
+            "inFlight": settings.in_flight,
+            "agents": AGENTS,
+            "command": "python -m actors serve --endpoint ipc://TMP/s.sock --data TMP/data "
+            "[--workers 2]",
+        },
+        "machine": machine,
+        "modes": modes,
+        "targets": [t.as_json() for t in targets],
+        "allPassed": all(t.passed for t in targets),
+    }
+
+
+# -- output -----------------------------------------------------------------------------------
+
+
+def _ms(us: float | None) -> str:
+    return "-" if us is None else f"{us / 1000:.2f}"
+
+
+def render_table(report: dict[str, Any]) -> str:
+    config = report["config"]
+    lines = [
+        f"cancel storm: {config['appends']} appends, {config['notes']} notes, "
+        f"{config['sleeps']} sleeps over {config['agents']} agents, {config['inFlight']} in "
+        f"flight, each cancelled 0-5 ms after sending; {config['repeats']} storm(s) per mode",
+        "",
+    ]
+    rows = [["cancel → terminal frame (ms)", "ended", "n", "p50", "p90", "p99", "max"]]
+    for mode, run in report["modes"].items():
+        for ended, summary in run["cancelToTerminal"].items():
+            rows.append(
+                [
+                    mode,
+                    ended,
+                    str(summary["count"]),
+                    _ms(summary["p50Us"]),
+                    _ms(summary["p90Us"]),
+                    _ms(summary["p99Us"]),
+                    _ms(summary["maxUs"]),
+                ]
+            )
+    lines.append(format_table(rows))
+    lines.append("")
+    lines.append(
+        "storm seconds: "
+        + "; ".join(
+            f"{mode} {', '.join(f'{s:.2f}' for s in run['stormSeconds'])}"
+            for mode, run in report["modes"].items()
+        )
+    )
+    lines.append("truth: every answer checked against the logs, notes and endings (none false)")
+    if report["targets"]:
+        lines.append("")
+        lines.append(format_table(target_rows(report["targets"])))
+    return "\n".join(lines)
+
+
+def plot_report(path: Path, report: dict[str, Any]) -> None:
+    cdfs = {
+        f"{mode}: {ended}": run["cancelToTerminal"][ended]["cdf"]
+        for mode, run in report["modes"].items()
+        for ended in ("no-effect", "result")
+    }
+    plot_png(
+        path,
+        title="cancel storm: cancel → terminal frame",
+        cdfs=cdfs,
+        cdf_title="by mode and by how the call ended",
+        limits={f"target {TARGET_P99_MS:g} ms": TARGET_P99_MS * 1000},
+    )
+
+
+def _modes(text: str) -> tuple[str, ...]:
+    modes = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [mode for mode in modes if mode not in MODES]
+    if not modes or unknown:
+        raise ValueError(f"modes are {', '.join(MODES)}; got {text!r}")
+    return modes
+
+
+def _calls(text: str) -> tuple[int, int, int]:
+    problem = f"--calls is APPENDS,NOTES,SLEEPS (counts, not all 0); got {text!r}"
+    try:
+        parts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise ValueError(problem) from None
+    if len(parts) != 3 or any(part < 0 for part in parts) or not any(parts):
+        raise ValueError(problem)
+    return parts[0], parts[1], parts[2]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = bench_parser(
+        "python -m bench.cancel_storm",
+        __doc__,
+        out=DEFAULT_OUT,
+        quick_help="one storm of 460 calls per mode",
+    )
+    parser.add_argument("--modes", type=_modes, help="one, workers (default both)")
+    parser.add_argument("--repeats", type=int, help="storms per mode (default 3)")
+    parser.add_argument("--calls", type=_calls, help="APPENDS,NOTES,SLEEPS (default 2000,2000,600)")
+    parser.add_argument("--in-flight", type=int, help="calls in flight (default 32)")
+    args = parser.parse_args(argv)
+    changes = option_changes(
+        parser, args, ("modes", "repeats", "calls", "in_flight"), positive=("repeats", "in_flight")
+    )
+    settings = attrs.evolve(Settings.quick_run() if args.quick else Settings(), **changes)
+    report = run_guarded(
+        "bench.cancel_storm",
+        functools.partial(run_benchmark, settings),
+        (BenchError, OSError, TimeoutError),
+    )
+    if isinstance(report, Stopped):
+        return report.status
+    return publish_with_plot(args.out, report, plot=plot_report, render=render_table)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
