@@ -370,6 +370,13 @@ def _microsecond_tick(microseconds: float) -> str:
     return f"{microseconds / 1000:g}k" if microseconds >= 1000 else f"{microseconds:g}"
 
 
+def server_env(root: Path) -> dict[str, str]:
+    """This process's environment for a server started from ``root``: its packages first on
+    ``PYTHONPATH`` (a checkout runs what it holds, installed or not), output unbuffered."""
+    path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+
+
 @contextlib.contextmanager
 def server_process(
     argv: Sequence[str],

@@ -19,6 +19,7 @@ import msgpack
 import zmq
 
 from actors.session_log._reader import load_session
+from wire import open_client
 
 
 def user_message(text: str) -> dict[str, Any]:
@@ -211,6 +212,27 @@ def _wait_readable(sock: zmq.Socket[bytes], timeout: float) -> bool:
             return False
         select.select([sock.FD], [], [], left)
     return True
+
+
+async def noted_texts(address: str, agents: list[str]) -> set[str]:
+    """Every note the ``agents`` hold (``diagnostics/notes``)."""
+    async with open_client(address) as client:
+        found: set[str] = set()
+        for agent in agents:
+            found.update(await client.call("diagnostics/notes", {"agentId": agent}))
+        return found
+
+
+async def completed_sleeps(endpoints: Iterable[str], tag: str) -> set[str]:
+    """Labels of the sleeps with ``tag`` that ran to their end, on any of ``endpoints`` (the
+    server, or each worker: ``diagnostics/endings`` is kept per process)."""
+    done: set[str] = set()
+    for endpoint in endpoints:
+        async with open_client(endpoint) as server:
+            for ending in await server.call("diagnostics/endings"):
+                if ending["call"].startswith(tag) and ending["outcome"] == "completed":
+                    done.add(ending["call"])
+    return done
 
 
 def appended_texts(paths: dict[str, Path]) -> set[str]:

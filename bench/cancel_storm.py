@@ -56,11 +56,21 @@ from bench._common import (
     publish_with_plot,
     record_steal,
     run_guarded,
+    server_env,
     server_process,
     steal_seconds,
     target_rows,
 )
-from bench._storm import NO_EFFECT, Sent, appended_texts, judge, plan, storm
+from bench._storm import (
+    NO_EFFECT,
+    Sent,
+    appended_texts,
+    completed_sleeps,
+    judge,
+    noted_texts,
+    plan,
+    storm,
+)
 from wire import open_client
 
 __all__ = ["Settings", "main", "run_benchmark"]
@@ -108,20 +118,9 @@ async def _effects(address: str, agents: list[str], tag: str) -> tuple[set[str],
     """The notes the agents hold, and the sleeps (labels with ``tag``) that ran to their end,
     asked of the server, or of each worker (from the shard map of its ``system/describe``)."""
     async with open_client(address) as client:
-        noted = {
-            text
-            for agent in agents
-            for text in await client.call("diagnostics/notes", {"agentId": agent})
-        }
         described = await client.call("system/describe")
     workers = list(described.get("cluster", {}).get("workers", {}).values()) or [address]
-    completed: set[str] = set()
-    for endpoint in workers:
-        async with open_client(endpoint) as worker:
-            for ending in await worker.call("diagnostics/endings"):
-                if ending["call"].startswith(tag) and ending["outcome"] == "completed":
-                    completed.add(ending["call"])
-    return noted, completed
+    return await noted_texts(address, agents), await completed_sleeps(workers, tag)
 
 
 def _storm_once(mode: str, repeat: int, settings: Settings, env: dict[str, str]) -> dict[str, Any]:
@@ -219,11 +218,7 @@ def run_benchmark(settings: Settings) -> dict[str, Any]:
     """Every mode's storms, one after the other; returns the report."""
     started_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     clock, steal, machine = time.perf_counter(), steal_seconds(), machine_info()
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-        "PYTHONUNBUFFERED": "1",
-    }
+    env = server_env(ROOT)
     modes = {mode: _run_mode(mode, settings, env) for mode in settings.modes}
     elapsed = time.perf_counter() - clock
     record_steal(machine, steal, elapsed)

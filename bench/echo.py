@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import sys
 import tempfile
 import time
@@ -50,6 +49,7 @@ from bench._common import (
     ratio,
     record_steal,
     run_guarded,
+    server_env,
     server_process,
     steal_seconds,
     steal_warning,
@@ -331,11 +331,7 @@ def run_benchmark(settings: Settings) -> dict[str, Any]:
     clock = time.perf_counter()
     machine = machine_info()
     steal = steal_seconds()
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-        "PYTHONUNBUFFERED": "1",
-    }
+    env = server_env(ROOT)
     raw_argv = [sys.executable, "-m", "bench.echo", "--serve-raw", ENDPOINT]
     with tempfile.TemporaryDirectory(prefix="bench-echo-") as tmp:
         argv = [sys.executable, "-m", "actors", "serve", "--endpoint", ENDPOINT, "--data", tmp]

@@ -58,6 +58,7 @@ from bench._common import (
     progress,
     publish_with_plot,
     run_guarded,
+    server_env,
     server_process,
     target_rows,
 )
@@ -436,11 +437,7 @@ async def measure_wire(
 def run_wire(
     root: Path, work: Path, settings: Settings, walks: dict[str, list[float]]
 ) -> dict[str, Any]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-        "PYTHONUNBUFFERED": "1",
-    }
+    env = server_env(ROOT)
     results: dict[str, Any] = {}
     for name, table in (("fullTree", "unlimitedEntries = true\n"), ("defaultCap", "")):
         config = work / f"{name}.toml"

@@ -48,6 +48,7 @@ from bench._common import (
     publish_with_plot,
     record_steal,
     run_guarded,
+    server_env,
     server_process,
     steal_seconds,
     steal_warning,
@@ -218,11 +219,7 @@ def run_benchmark(settings: Settings) -> dict[str, Any]:
     """One server per worker count, one after the other; returns the report."""
     started_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     clock, steal, machine = time.perf_counter(), steal_seconds(), machine_info()
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-        "PYTHONUNBUFFERED": "1",
-    }
+    env = server_env(ROOT)
     runs = [_run_one(workers, settings, env) for workers in settings.workers]
     elapsed = time.perf_counter() - clock
     record_steal(machine, steal, elapsed)

@@ -32,8 +32,10 @@ from bench._storm import (
     Verdict,
     appended_texts,
     cancel_latencies,
+    completed_sleeps,
     created_cwds,
     judge,
+    noted_texts,
     percentile,
     plan,
     storm,
@@ -158,25 +160,6 @@ def _hosts_of(agents: list[str], cluster: dict[str, Any]) -> set[str]:
     return {owners[shard_of(a, len(owners))].split("-")[0] for a in agents}
 
 
-async def _notes(address: str, agents: list[str]) -> set[str]:
-    async with open_client(address) as client:
-        found: set[str] = set()
-        for agent in agents:
-            found.update(await client.call("diagnostics/notes", {"agentId": agent}))
-        return found
-
-
-async def _completed(endpoints: list[str], tag: str) -> set[str]:
-    """Labels of this run's sleeps that ran to completion, on any of ``endpoints``."""
-    done: set[str] = set()
-    for endpoint in endpoints:
-        async with open_client(endpoint) as server:
-            for ending in await server.call("diagnostics/endings"):
-                if ending["call"].startswith(tag) and ending["outcome"] == "completed":
-                    done.add(ending["call"])
-    return done
-
-
 async def _run(
     deploy: Callable[[Path], Any], tmp_path: Path, counts: tuple[int, int, int], mode: str
 ) -> list[Verdict]:
@@ -189,8 +172,8 @@ async def _run(
         sent: list[Sent] = await trio.to_thread.run_sync(
             functools.partial(storm, deployment.address, calls)
         )
-        noted = await _notes(deployment.address, agents)
-        completed = await _completed(deployment.endings_from, tag)
+        noted = await noted_texts(deployment.address, agents)
+        completed = await completed_sleeps(deployment.endings_from, tag)
         assert await deployment.stop(), "a server process did not exit 0 after SIGTERM"
     logged = await trio.to_thread.run_sync(appended_texts, paths)
     by_kind = {
