@@ -100,6 +100,8 @@ _CLUSTER_TEXT_KEYS = {
     "storageId": "storage_id",
     "workerEndpoint": "worker_endpoint",
 }
+#: ``[cluster]``'s one integer key (the others are text).
+_RELAY_WRITES_KEY = "relayWritesPerAgent"
 _STORAGE_MODES = ("local", "shared")
 
 
@@ -169,16 +171,15 @@ def load_config(path: Path | None) -> Config:
 def _cluster_table(path: Path, table: dict[str, Any]) -> ClusterConfig:
     out: dict[str, Any] = {}
     for key, value in table.items():
-        if key == "relayWritesPerAgent":
+        if key == _RELAY_WRITES_KEY:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(
-                    f"{path}: [cluster] relayWritesPerAgent must be an integer of at least 1, "
-                    f"got {value!r}"
+                    f"{path}: [cluster] {key} must be an integer of at least 1, got {value!r}"
                 )
             out["relay_writes_per_agent"] = value
             continue
         if key not in _CLUSTER_TEXT_KEYS:
-            known = sorted([*_CLUSTER_TEXT_KEYS, "relayWritesPerAgent"])
+            known = sorted([*_CLUSTER_TEXT_KEYS, _RELAY_WRITES_KEY])
             raise ConfigError(
                 f"{path}: unknown key {key!r} in [cluster] (known: {', '.join(known)})"
             )

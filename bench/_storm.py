@@ -299,13 +299,21 @@ def judge(kind: str, sent: Iterable[Sent], effected: set[str]) -> Verdict:
     return Verdict(kind, codes, lied, lost, not_one, superseded, unexpected)
 
 
-def cancel_latencies(sent: Iterable[Sent]) -> list[float]:
-    """Seconds from each cancel frame sent to its call's terminal frame, sorted."""
+def cancel_latencies(sent: Iterable[Sent], ended: str = "all") -> list[float]:
+    """Seconds from each cancel frame sent to its call's terminal frame, sorted: of every call
+    (``all``), or of those that ended with no effect (``no-effect``) or with a ``result``."""
     return sorted(
         s.received - s.cancel_sent
         for s in sent
-        if s.cancel_sent is not None and s.received is not None and s.received >= s.cancel_sent
+        if s.cancel_sent is not None
+        and s.received is not None
+        and s.received >= s.cancel_sent
+        and ended in ("all", _ending(s.code))
     )
+
+
+def _ending(code: str) -> str:
+    return "result" if code == "result" else "no-effect" if code in NO_EFFECT else code
 
 
 def percentile(values: list[float], q: float) -> float:

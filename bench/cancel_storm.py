@@ -62,9 +62,9 @@ from bench._common import (
     target_rows,
 )
 from bench._storm import (
-    NO_EFFECT,
     Sent,
     appended_texts,
+    cancel_latencies,
     completed_sleeps,
     judge,
     noted_texts,
@@ -175,19 +175,6 @@ def _storm_once(mode: str, repeat: int, settings: Settings, env: dict[str, str])
     }
 
 
-def _latencies_ns(sent: Sequence[Sent], ended: str) -> list[int]:
-    """Cancel → terminal frame (ns) of the calls that ended ``ended`` (``no-effect``,
-    ``result`` or ``all``)."""
-    out = []
-    for call in sent:
-        if call.cancel_sent is None or call.received is None or call.received < call.cancel_sent:
-            continue
-        kind = "result" if call.code == "result" else "no-effect" if call.code in NO_EFFECT else ""
-        if ended in ("all", kind):
-            out.append(round((call.received - call.cancel_sent) * 1e9))
-    return out
-
-
 def _run_mode(mode: str, settings: Settings, env: dict[str, str]) -> dict[str, Any]:
     sent: list[Sent] = []
     seconds: list[float] = []
@@ -199,7 +186,7 @@ def _run_mode(mode: str, settings: Settings, env: dict[str, str]) -> dict[str, A
         seconds.append(run["seconds"])
         codes.append(run["codes"])
     summaries = {
-        ended: latency_summary(_latencies_ns(sent, ended))
+        ended: latency_summary([round(x * 1e9) for x in cancel_latencies(sent, ended)])
         for ended in ("all", "no-effect", "result")
     }
     all_p99 = summaries["all"]["p99Us"]

@@ -80,13 +80,12 @@ class Lanes:
         #: Routing key → its lane, for the keys that have one (a write in flight or calls
         #: waiting): the relay's fast path tests it directly. Not to be changed from outside.
         self.active: dict[str, _Lane] = {}
-        self._lanes = self.active
         #: Calls answered while they waited here, by the reason of their end.
         self._answered: collections.Counter[str] = collections.Counter()
 
     def held(self) -> int:
         """Calls waiting in the lanes."""
-        return sum(len(lane.waiting) - lane.gone for lane in self._lanes.values())
+        return sum(len(lane.waiting) - lane.gone for lane in self.active.values())
 
     def metric_families(self) -> dict[str, Any]:
         """The lanes' families for ``system/metrics``."""
@@ -107,19 +106,24 @@ class Lanes:
 
     def admit(self, key: str, mutates: bool, call: DetachedCall, hand_on: HandOn) -> None:
         """Hand ``call`` on now (``hand_on``) or keep it until the calls ahead of it allow."""
-        lane = self._lanes.get(key)
+        lane = self.active.get(key)
         if lane is None:
             if not mutates:
                 hand_on(None)
                 return
-            lane = self._lanes[key] = _Lane()
-        if not lane.waiting and (not mutates or lane.writes < self._limit):
+            lane = self.active[key] = _Lane()
+        if not lane.waiting and self._may_go(lane, mutates):
             self._hand_on(key, lane, mutates, hand_on)
             return
         waiting = _Waiting(call, mutates, hand_on)
         call.held = True
         call.on_abandon = lambda reason: self._forget(key, lane, waiting, reason)
         lane.waiting.append(waiting)
+
+    def _may_go(self, lane: _Lane, mutates: bool) -> bool:
+        """Whether a call with nothing waiting ahead of it may be handed on now: a reader
+        always, a write while fewer than the limit are in flight."""
+        return not mutates or lane.writes < self._limit
 
     def _hand_on(self, key: str, lane: _Lane, mutates: bool, hand_on: HandOn) -> None:
         if not mutates:
@@ -150,7 +154,7 @@ class Lanes:
                     waiting.popleft()
                     lane.gone -= 1
                     continue
-                if head.mutates and lane.writes >= self._limit:
+                if not self._may_go(lane, head.mutates):
                     break
                 waiting.popleft()
                 head.call.held = False
@@ -158,8 +162,8 @@ class Lanes:
                 self._hand_on(key, lane, head.mutates, head.hand_on)
         finally:
             lane.releasing = False
-        if not lane.waiting and lane.writes == 0 and self._lanes.get(key) is lane:
-            del self._lanes[key]
+        if not lane.waiting and lane.writes == 0 and self.active.get(key) is lane:
+            del self.active[key]
 
     def _forget(self, key: str, lane: _Lane, waiting: _Waiting, reason: CancelReason) -> None:
         """``waiting`` ended in the lane (its cancel or deadline is answered here): the calls
