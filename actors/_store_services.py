@@ -53,9 +53,15 @@ class SessionServices:
     _closed: bool = False
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Background work until cancelled: an incremental re-index of every root (so files
-        changed while no server ran are listed), then the write-behind flush timer."""
-        task_status.started()
+        """Background work until cancelled: committing the appends' progress rows
+        (`ProgressCommits`), an incremental re-index of every root (so files changed while no
+        server ran are listed), then the write-behind flush timer."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.directory.progress.run)
+            task_status.started()
+            await self._index_then_flush()
+
+    async def _index_then_flush(self) -> None:
         store = self.directory
         if self.index_on_start:
             try:

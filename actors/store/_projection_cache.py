@@ -147,13 +147,20 @@ class ProjectionCache:
         self._commit_noted_if_free(quietly=True)
 
     def note_progress(
-        self, session_id: str, *, last_seq: int | None, file_size: int, file_mtime_ns: int
+        self,
+        session_id: str,
+        *,
+        last_seq: int | None,
+        file_size: int,
+        file_mtime_ns: int,
+        commit: bool = True,
     ) -> None:
         """Record an append that changed nothing a listing shows (no title, no subagent
         label): group commit. If the writer is free this thread commits it (with whatever
         else was noted); if another thread holds it, that one commits it before it lets go,
         and this returns at once instead of queueing for its own transaction (under
-        concurrent appends to many sessions, the wait was most of an append's time).
+        concurrent appends to many sessions, the wait was most of an append's time). With
+        ``commit`` false it is only noted: `commit_noted` or the next write commits it.
 
         Until then readers see the row's previous size, which only makes the indexer read
         that log again: the row is derived, and the log is already written.
@@ -164,6 +171,16 @@ class ProjectionCache:
         """
         with self._progress_lock:
             self._progress[session_id] = (last_seq, file_size, file_mtime_ns)
+        if commit:
+            self._commit_noted_if_free()
+
+    def commit_noted(self) -> None:
+        """Commit the progress noted so far (blocking), unless another thread holds the
+        writer: that one commits it before it lets go.
+
+        Raises:
+            ProjectionCacheError: the commit failed (the progress stays noted).
+        """
         self._commit_noted_if_free()
 
     def _commit_noted_if_free(self, *, quietly: bool = False) -> None:

@@ -44,6 +44,7 @@ from actors.store._cache_rows import CachedSession, ListCursor
 from actors.store._idempotency import key_reused
 from actors.store._indexing import IndexSummary, index_sessions, row_for
 from actors.store._options import SessionRoot, StoreOptions, file_identity, read_failure
+from actors.store._progress_commits import ProgressCommits
 from actors.store._projection_cache import ProjectionCache, ProjectionCacheError
 from actors.store._state import SessionState
 from actors.store._write_failures import log_write_refused, write_refused
@@ -83,6 +84,9 @@ class SessionStore:
         self._live: dict[str, SessionState] = {}
         self._loading: dict[str, trio.Event] = {}
         self._root_ids = tuple(root.root_id for root in self.roots)
+        #: Run it (`ProgressCommits.run`) to take the cache's progress commits off the
+        #: appends' replies.
+        self.progress = ProgressCommits(cache)
         self._listeners: list[Callable[[str, str], None]] = []
         #: Sessions whose write-behind flush the disk refuses (logged once per outage).
         self._refused: set[str] = set()
@@ -149,6 +153,7 @@ class SessionStore:
                 on_close=self._forget,
                 on_recorded=self._notify,
                 before_write=self.before_write,
+                progress=self.progress,
             )
             self._live[agent_id] = state
             return state

@@ -54,6 +54,7 @@ from actors.store._options import (
     file_identity,
     read_failure,
 )
+from actors.store._progress_commits import ProgressCommits
 from actors.store._projection_cache import (
     ProjectionCache,
     ProjectionCacheError,
@@ -82,9 +83,11 @@ class SessionState:
         on_close: Callable[[SessionState], None],
         on_recorded: Callable[[str, str], None] = lambda session_id, event_type: None,
         before_write: Callable[[str], Awaitable[None]] | None = None,
+        progress: ProgressCommits | None = None,
     ) -> None:
         """Private; `SessionStore.load` builds it (``identity``: the transcript's
-        `file_identity` taken before it was read)."""
+        `file_identity` taken before it was read; ``progress``: commits the cache's progress
+        rows after the reply while it runs)."""
         self.header: SessionHeader = loaded.header
         self.path: Path = loaded.path
         self.root = root
@@ -96,6 +99,7 @@ class SessionState:
         self._on_close = on_close
         self._on_recorded = on_recorded
         self._before_write = before_write
+        self._progress = progress
         self._loaded: LoadedSession | None = loaded
         self._identity = identity
         self._title = session_title(loaded.events)
@@ -374,13 +378,20 @@ class SessionState:
     async def _flush_locked(self, side: WriterSide, *, keep: bool = False) -> int:
         """Write the pending batch; on failure discard it (nothing of it is written, then or
         later) unless ``keep`` (write-behind: it was answered already, so it is retried)."""
+        progress = self._progress
+        deferred = progress is not None and progress.running
         try:
-            return await trio.to_thread.run_sync(side.flush)
+            written = await trio.to_thread.run_sync(
+                functools.partial(side.flush, commit_progress=not deferred)
+            )
         except LogWriteError as error:
             pending = side.writer.pending_count
             if not keep:
                 side.discard()
             raise batch_refused(self.session_id, error, pending=pending, kept=keep) from None
+        if deferred and progress is not None:
+            progress.noted()
+        return written
 
     async def _writer_side(self) -> WriterSide:
         """Become the session's writer (lock, open, repair) unless already it."""

@@ -212,8 +212,12 @@ class WriterSide:
                     self.keys.add(record)
         self.folder = folder
 
-    def flush(self) -> int:
+    def flush(self, *, commit_progress: bool = True) -> int:
         """Write the pending batch (blocking); how many events were written.
+
+        Args:
+            commit_progress: commit the session's progress row now; if false, a batch that
+                changes nothing a listing shows only notes it (`ProgressCommits` commits it).
 
         Raises:
             LogWriteError: the write failed (`LogStorageError`: the file system refused it);
@@ -222,7 +226,7 @@ class WriterSide:
         """
         written = self.writer.flush(keep_on_failure=True)
         self.durable = None
-        self.record_progress()
+        self.record_progress(commit=commit_progress)
         return written
 
     def discard(self) -> None:
@@ -262,13 +266,14 @@ class WriterSide:
             ) from None
         self.record_progress()
 
-    def record_progress(self) -> None:
-        """Bring the session's projection cache row up to the log."""
+    def record_progress(self, *, commit: bool = True) -> None:
+        """Bring the session's projection cache row up to the log (``commit`` false: a row
+        whose listed facts did not change is only noted; see `flush`)."""
         # The cache is derived: failing to update it must not fail a write that is already
         # on disk (a client would retry and duplicate it). The next write, load or index run
         # brings the row up to date; an expected failure (a full disk) is one line, no trace.
         try:
-            self._update_cache()
+            self._update_cache(commit=commit)
         except (OSError, ProjectionCacheError) as error:
             log.warning(
                 'session "%s": projection cache not updated (%s); it catches up later',
@@ -276,7 +281,7 @@ class WriterSide:
                 error,
             )
 
-    def _update_cache(self) -> None:
+    def _update_cache(self, *, commit: bool) -> None:
         writer = self.writer
         descriptor = writer.subagent_descriptor
         count = writer.next_seq
@@ -292,6 +297,7 @@ class WriterSide:
                 last_seq=last_seq,
                 file_size=stat.st_size,
                 file_mtime_ns=stat.st_mtime_ns,
+                commit=commit,
             )
             return
         self.cache.update_progress(
