@@ -35,6 +35,11 @@ __all__ = [
 
 Durability = Literal["fsync", "flush", "write-behind"]
 Persisted = Literal["fsync", "written", "pending"]
+_PERSISTED: dict[Durability, Persisted] = {
+    "fsync": "fsync",
+    "flush": "written",
+    "write-behind": "pending",
+}
 
 
 @attrs.frozen(kw_only=True)
@@ -62,6 +67,14 @@ class StoreOptions:
     if it raises, the append fails with that error."""
     idempotency: IdempotencyPolicy = attrs.field(factory=IdempotencyPolicy)
     """How many idempotency keys each session remembers, and for how long."""
+
+    @property
+    def persisted(self) -> Persisted:
+        """How far an acknowledged append has gone (`AppendOutcome.persisted`)."""
+        durability = self.durability
+        return (
+            "fsync" if durability == "fsync" else "written" if durability == "flush" else "pending"
+        )
 
 
 @attrs.frozen(kw_only=True)

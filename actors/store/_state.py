@@ -48,7 +48,6 @@ from actors.store._idempotency import KeyedRequest, key_event
 from actors.store._lock import SessionLock, lock_path_for
 from actors.store._options import (
     AppendOutcome,
-    Persisted,
     SessionRoot,
     StoreOptions,
     file_identity,
@@ -61,6 +60,7 @@ from actors.store._projection_cache import (
     RecordedModelRoute,
 )
 from actors.store._route_keys import set_model_route_keyed
+from actors.store._withdrawable import write_withdrawable
 from actors.store._write_failures import batch_refused, cache_write_refused, write_refused
 from actors.store._writer_side import WriterSide
 from wire import UnauthorizedError, UnavailableError
@@ -270,12 +270,13 @@ class SessionState:
             UnavailableError: (or whatever the store's ``ack_guard`` raises) the batch was
                 written but may not be acknowledged (this process's fencing lease expired).
 
-        Cancellation: a cancel before the batch is accepted leaves nothing appended; once
-        accepted, the batch is written (shielded) and the cancel is raised afterwards.
+        Cancellation: a cancel before a worker thread starts writing the batch leaves nothing
+        appended (`write_withdrawable`); once the write has started, it finishes (shielded)
+        and the call returns its outcome.
         """
         if not items:
             self._check_open()
-            return AppendOutcome(seqs=(), persisted=self._persisted())
+            return AppendOutcome(seqs=(), persisted=self._options.persisted)
         async with self._write_lock:
             side = await self._claimed_side()
             prefix = batch_prefix(side.writer)
@@ -283,21 +284,20 @@ class SessionState:
                 first = side.keys.find(keyed, self._options.clock())
                 if first is not None:
                     self._guard_ack()
-                    return AppendOutcome(seqs=first, persisted=self._persisted())
+                    return AppendOutcome(seqs=first, persisted=self._options.persisted)
                 prefix = (*prefix, key_event(keyed, len(items)))
             folder, recorded = check_batch(
                 items, side.folder, self.session_id, self._options.clock(), prefix=prefix
             )
-            with trio.CancelScope(shield=True):
-                side.accept(recorded, folder)
-                if self._options.durability != "write-behind":
-                    await self._flush_locked(side)
+            side.accept(recorded, folder)
+            if self._options.durability != "write-behind":
+                await self._flush_locked(side)
             recorded = recorded[len(prefix) :]
             for event in recorded:
                 self._on_recorded(self.session_id, event["type"])
             self._guard_ack()
             return AppendOutcome(
-                seqs=tuple(event["seq"] for event in recorded), persisted=self._persisted()
+                seqs=tuple(event["seq"] for event in recorded), persisted=self._options.persisted
             )
 
     def _guard_ack(self) -> None:
@@ -325,12 +325,6 @@ class SessionState:
             side = await self._writer_side()
         side.claimed = side.claimed or epoch is not None
         return side
-
-    def _persisted(self) -> Persisted:
-        durability = self._options.durability
-        return (
-            "fsync" if durability == "fsync" else "written" if durability == "flush" else "pending"
-        )
 
     async def set_model_route(
         self, route: RecordedModelRoute, *, keyed: KeyedRequest | None = None
@@ -377,19 +371,25 @@ class SessionState:
 
     async def _flush_locked(self, side: WriterSide, *, keep: bool = False) -> int:
         """Write the pending batch; on failure discard it (nothing of it is written, then or
-        later) unless ``keep`` (write-behind: it was answered already, so it is retried)."""
-        progress = self._progress
-        deferred = progress is not None and progress.running
+        later) unless ``keep`` (write-behind: it was answered already, so it is retried).
+        Without ``keep`` (an append waiting for its write), a cancel before the write starts
+        discards it and raises (`write_withdrawable`); with ``keep``, call it shielded."""
+        progress = self._progress if self._progress and self._progress.running else None
+        flush = functools.partial(side.flush, commit_progress=progress is None)
         try:
-            written = await trio.to_thread.run_sync(
-                functools.partial(side.flush, commit_progress=not deferred)
-            )
+            if keep:
+                written = await trio.to_thread.run_sync(flush)
+            else:
+                written = await write_withdrawable(flush)
+        except trio.Cancelled:  # withdrawn before its write started: none of it is written
+            side.discard()
+            raise
         except LogWriteError as error:
             pending = side.writer.pending_count
             if not keep:
                 side.discard()
             raise batch_refused(self.session_id, error, pending=pending, kept=keep) from None
-        if deferred and progress is not None:
+        if progress is not None:
             progress.noted()
         return written
 

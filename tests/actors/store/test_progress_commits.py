@@ -12,21 +12,10 @@ import pytest
 import trio
 
 from actors._store_services import SessionServices, build_session_services
-from actors.session_log._header import SessionHeader
 from actors.store._cache_rows import CachedSession
-from actors.store._events import EventInput, title_event
+from actors.store._events import title_event
 from actors.store._session_store import SessionStore
-from actors.store._state import SessionState
-
-
-def prompt(text: str) -> list[EventInput]:
-    message = {
-        "id": text,
-        "role": "user",
-        "content": [{"type": "text", "text": text}],
-        "source": {"kind": "user"},
-    }
-    return [EventInput(type="user/message", data=message, surface_op="append")]
+from tests.actors.store._writing import prompt, writing_session
 
 
 @pytest.fixture
@@ -36,15 +25,6 @@ async def services(tmp_path: Path) -> AsyncIterator[SessionServices]:
         yield built
     finally:
         await built.aclose()
-
-
-async def writing_session(store: SessionStore) -> SessionState:
-    """A session whose writer is open and whose listed facts are recorded."""
-    await store.create(SessionHeader(id="s1", created_at=1_767_225_600_000, cwd="/w"))
-    state = await store.load("s1")
-    assert state is not None
-    await state.append(prompt("first"))
-    return state
 
 
 async def committed(store: SessionStore, last_seq: int) -> CachedSession:
@@ -78,7 +58,7 @@ async def test_an_append_is_answered_while_another_process_holds_the_cache(
     store = services.directory
     async with trio.open_nursery() as nursery:
         await nursery.start(services.run)
-        state = await writing_session(store)
+        state = await writing_session(services)
         await committed(store, 0)
         with cache_locked_by_another_process(services):
             with trio.fail_after(5):
@@ -96,7 +76,7 @@ async def test_a_title_is_listed_before_the_reply(services: SessionServices) -> 
     store = services.directory
     async with trio.open_nursery() as nursery:
         await nursery.start(services.run)
-        state = await writing_session(store)
+        state = await writing_session(services)
         await state.append([title_event("Renamed")])
         row = store.cache.get("s1")
         assert row is not None and row.title == "Renamed" and row.last_seq == 1
@@ -107,7 +87,7 @@ async def test_without_the_committer_an_append_commits_its_row_before_the_reply(
     services: SessionServices,
 ) -> None:
     """A store used on its own (no `SessionServices.run`) leaves nothing only noted."""
-    state = await writing_session(services.directory)
+    state = await writing_session(services)
     outcome = await state.append(prompt("second"))
     row = services.cache.get("s1")
     assert row is not None and row.last_seq == outcome.seqs[0]
