@@ -18,9 +18,12 @@ import trio
 
 from actors.store._projection_cache import ProjectionCache, ProjectionCacheError
 
-__all__ = ["ProgressCommits"]
+__all__ = ["COMMIT_DELAY", "ProgressCommits"]
 
 log = logging.getLogger(__name__)
+
+#: Seconds between the first progress noted and its commit.
+COMMIT_DELAY = 0.05
 
 
 class ProgressCommits:
@@ -50,6 +53,9 @@ class ProgressCommits:
         try:
             while True:
                 await self._due.wait()
+                # Many appends per commit: under load, fewer commits leave the disk and the
+                # GIL to the appends' writes (a row is at most this much staler).
+                await trio.sleep(COMMIT_DELAY)
                 self._due = trio.Event()
                 try:
                     await trio.to_thread.run_sync(self._cache.commit_noted)
