@@ -44,7 +44,8 @@ class ProgressCommits:
         self._due.set()
 
     async def run(self) -> None:
-        """Commit noted progress until cancelled (in a worker thread, one commit at a time).
+        """Commit noted progress until cancelled (in a worker thread, one commit at a time),
+        and once more when cancelled (shielded).
 
         A failed commit (a full disk) is one warning; its rows stay noted for the next commit,
         and on close the cache commits what is left.
@@ -57,11 +58,14 @@ class ProgressCommits:
                 # GIL to the appends' writes (a row is at most this much staler).
                 await trio.sleep(COMMIT_DELAY)
                 self._due = trio.Event()
-                try:
-                    await trio.to_thread.run_sync(self._cache.commit_noted)
-                except ProjectionCacheError as error:
-                    log.warning(
-                        "projection cache progress not committed (%s); it catches up later", error
-                    )
+                await self._commit()
         finally:
             self._running = False
+            with trio.CancelScope(shield=True):
+                await self._commit()
+
+    async def _commit(self) -> None:
+        try:
+            await trio.to_thread.run_sync(self._cache.commit_noted)
+        except ProjectionCacheError as error:
+            log.warning("projection cache progress not committed (%s); it catches up later", error)
