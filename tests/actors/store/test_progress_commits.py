@@ -4,27 +4,16 @@ server's `ProgressCommits` task runs; listings still change before the reply."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
-import pytest
 import trio
 
-from actors._store_services import SessionServices, build_session_services
+from actors._store_services import SessionServices
 from actors.store._cache_rows import CachedSession
 from actors.store._events import title_event
 from actors.store._session_store import SessionStore
 from tests.actors.store._writing import prompt, writing_session
-
-
-@pytest.fixture
-async def services(tmp_path: Path) -> AsyncIterator[SessionServices]:
-    built = build_session_services(tmp_path / "data", index_on_start=False)
-    try:
-        yield built
-    finally:
-        await built.aclose()
 
 
 async def committed(store: SessionStore, last_seq: int) -> CachedSession:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -86,15 +85,6 @@ async def open_services(data: Path, **options: Any) -> SessionServices:
     """Services over ``data`` without the start-up re-index (tests index explicitly)."""
     options.setdefault("index_on_start", False)
     return build_session_services(data, **options)
-
-
-@pytest.fixture
-async def services(tmp_path: Path) -> AsyncIterator[SessionServices]:
-    built = await open_services(tmp_path / "data")
-    try:
-        yield built
-    finally:
-        await built.aclose()
 
 
 @pytest.fixture

@@ -4,15 +4,13 @@ written and the caller's cancel stands; once the write has started, it finishes 
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
-import pytest
 import trio
 import trio.testing
 
-from actors._store_services import SessionServices, build_session_services
+from actors._store_services import SessionServices
 from actors.session_log._reader import load_session
 from actors.store._idempotency import keyed_request
 from actors.store._withdrawable import write_withdrawable
@@ -71,15 +69,6 @@ async def test_a_write_already_started_finishes_and_returns_its_result() -> None
         assert results == []  # still waiting for the write, shielded
         release.set()
     assert results == ["written"]
-
-
-@pytest.fixture
-async def services(tmp_path: Path) -> AsyncIterator[SessionServices]:
-    built = build_session_services(tmp_path / "data", index_on_start=False)
-    try:
-        yield built
-    finally:
-        await built.aclose()
 
 
 async def test_a_withdrawn_append_leaves_the_session_as_it_was(services: SessionServices) -> None:
