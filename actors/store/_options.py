@@ -71,10 +71,7 @@ class StoreOptions:
     @property
     def persisted(self) -> Persisted:
         """How far an acknowledged append has gone (`AppendOutcome.persisted`)."""
-        durability = self.durability
-        return (
-            "fsync" if durability == "fsync" else "written" if durability == "flush" else "pending"
-        )
+        return _PERSISTED[self.durability]
 
 
 @attrs.frozen(kw_only=True)

@@ -382,7 +382,8 @@ class SessionState:
             else:
                 written = await write_withdrawable(flush)
         except trio.Cancelled:  # withdrawn before its write started: none of it is written
-            side.discard()
+            if not keep:
+                side.discard()
             raise
         except LogWriteError as error:
             pending = side.writer.pending_count

@@ -28,15 +28,16 @@ class _Claim(Generic[T]):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._taken_by: str | None = None
+        self._taken = False
         self.result: outcome.Outcome[T] | None = None
         self.finished = trio.Event()
 
-    def take(self, by: str) -> bool:
+    def take(self) -> bool:
+        """Claim the write; false if the other party has it."""
         with self._lock:
-            if self._taken_by is not None:
+            if self._taken:
                 return False
-            self._taken_by = by
+            self._taken = True
             return True
 
 
@@ -55,7 +56,7 @@ async def write_withdrawable(write: Callable[[], T]) -> T:
     token = trio.lowlevel.current_trio_token()
 
     def run() -> None:
-        if not claim.take("thread"):
+        if not claim.take():
             return  # withdrawn: the caller was answered already
         claim.result = outcome.capture(write)
         try:
@@ -66,7 +67,7 @@ async def write_withdrawable(write: Callable[[], T]) -> T:
     try:
         await trio.to_thread.run_sync(run, abandon_on_cancel=True)
     except trio.Cancelled:
-        if claim.take("cancel"):
+        if claim.take():  # before the thread: the write never runs
             raise
         with trio.CancelScope(shield=True):
             await claim.finished.wait()
