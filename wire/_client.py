@@ -294,7 +294,7 @@ class Client:
         return ClientStatistics(
             pending_calls=self._protocol.pending_calls,
             state=self._protocol.state.value,
-            backlog_frames=self._pump.backlog_size(),
+            backlog_frames=self._pump.held.frame_count(),
         )
 
     # -- driving ----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ per-peer backlog and retried, never dropped (``wire/_backlog.py``). When a backl
 system (:func:`~wire._memory.release_memory`); until then freed heap is kept for reuse.
 
 Sharing the server's time: each drain may take a budget of frames and start that many tasks;
-when a drain's work (inline, and in the tasks it started) outlasts ``_PASS_BUDGET``, a server's
+when a drain's work (inline, and in the tasks it started) outlasts ``PASS_BUDGET``, a server's
 pump halves the budget, so another peer's call read next waits behind a few handlers, not
 behind a batch of a greedy peer's expensive calls. A drain that cancelled a running handler
 starts nothing more (the calls it reads wait in the owner's stage) and the next pass only
@@ -45,39 +45,22 @@ import zmq
 from wire._backlog import HeldFrames
 from wire._limits import DEFAULT_MAX_BACKLOG, DEFAULT_MAX_BACKLOG_BYTES
 from wire._memory import keep_heap_for_reuse, release_memory
+from wire._pump_tuning import (
+    BACKLOG_RETRY,
+    HELD_BUDGET,
+    INTAKE_LIMIT,
+    MAX_IDLE_YIELDS,
+    MIN_BUDGET,
+    PASS_BUDGET,
+    PROBED_RECEIVES,
+    RECEIVE_BATCH,
+)
 from wire._waker import Waker
 
 if TYPE_CHECKING:
     from wire._staging import CallStage
 
 __all__ = ["SocketPump"]
-
-#: Frames received per drain before the pump sends what they produced and yields to let
-#: handlers run. Small enough that a peer keeping many calls in flight gets replies while the
-#: rest are still being read, so both processes work at once: with a whole window per drain
-#: (512 before), client and server took turns, and 128 echo calls in flight ran at half the
-#: rate (measured on a 2-CPU VM: about 16,000 against 31,000 calls/s with 32 or 64).
-_RECEIVE_BATCH = 32
-#: How long one drain's work may take, what it does inline plus the tasks it starts, when
-#: more is waiting (seconds): a call that arrives meanwhile waits that long to be read. Over
-#: it, a server's pump halves how many frames a drain may take and tasks it may start (its
-#: budget, ``_MIN_BUDGET`` to ``_RECEIVE_BATCH``); under half of it, doubles it again. Cheap
-#: calls keep the full batch (32 echo calls take under 1 ms); 32 ``system/describe`` handlers
-#: a greedy peer sent at once took 3 to 5 ms, and another peer's call waited behind each batch.
-_PASS_BUDGET = 0.002
-_MIN_BUDGET = 4
-#: How often a pump with a backlog retries sends that would have blocked (seconds).
-_BACKLOG_RETRY = 0.002
-#: Messages per drain that are preceded by an ``EVENTS`` check. ``EVENTS`` costs a few µs and
-#: a receive that finds nothing (``zmq.Again``) about twice that, so a drain asks ``EVENTS``
-#: for the first messages (a lone call stays cheap) and then receives until ``zmq.Again``.
-_PROBED_RECEIVES = 2
-#: Most messages one drain reads while the owner stages them (``CallStage``): a decode each, not
-#: a handler, so a newer call can shed the older one it supersedes; a few ms of reading at most.
-_INTAKE_LIMIT = 512
-#: Passes in a row the pump yields for :attr:`SocketPump.expecting` before it sleeps anyway: a
-#: miscounted ``expecting`` costs a few passes, never a busy loop.
-_MAX_IDLE_YIELDS = 3
 
 # Plain ints: ``int & IntFlag`` (pyzmq's constants) runs Python-level enum code per probe.
 _NOBLOCK = int(zmq.NOBLOCK)
@@ -107,10 +90,12 @@ class SocketPump:
         on_unreachable: ``(peer)`` when the ROUTER cannot route to ``peer`` any more.
         on_stuck: ``(peer)`` when ``peer``'s backlog passed ``max_backlog`` or
             ``max_backlog_bytes``.
+        on_flood: ``()`` once per drain that read a message from a peer whose frames are held
+            (it keeps sending and does not read).
         max_backlog: Frames kept per peer while its pipe is full.
         max_backlog_bytes: Bytes kept per peer while its pipe is full.
         stage: Where the owner holds back calls it read: they do not use a drain's budget
-            (a drain reads on, up to ``_INTAKE_LIMIT`` messages), and each pass starts a
+            (a drain reads on, up to ``INTAKE_LIMIT`` messages), and each pass starts a
             budget of them.
     """
 
@@ -122,6 +107,7 @@ class SocketPump:
         on_receive: Callable[[bytes, list[bytes]], None],
         on_unreachable: Callable[[bytes], None] = lambda peer: None,
         on_stuck: Callable[[bytes], None] = lambda peer: None,
+        on_flood: Callable[[], None] = lambda: None,
         max_backlog: int = DEFAULT_MAX_BACKLOG,
         max_backlog_bytes: int = DEFAULT_MAX_BACKLOG_BYTES,
         stage: CallStage | None = None,
@@ -132,11 +118,14 @@ class SocketPump:
         self._on_receive = on_receive
         self._on_unreachable = on_unreachable
         self._outgoing: collections.deque[tuple[bytes, bytes]] = collections.deque()
-        self._held = HeldFrames(
+        self.held = HeldFrames(
             max_frames=max_backlog, max_bytes=max_backlog_bytes, on_stuck=on_stuck
         )
+        self._on_flood = on_flood
+        #: Whether the last drain read a message from a peer whose frames are held.
+        self._flooded = False
         #: Peer → held frames (the dict itself: the hot path tests and reads it directly).
-        self._backlog = self._held.by_peer
+        self._backlog = self.held.by_peer
         #: How a sleeping pump is woken: the waker (Linux), else the scope around its wait.
         self._waker: Waker | None = None
         self._wake_scope: trio.CancelScope | None = None
@@ -159,10 +148,10 @@ class SocketPump:
         self.expecting = 0
         #: Set by the owner when a handler it just cancelled should run before more is read.
         self.yield_requested = False
-        #: Frames a drain may take and tasks it may start (see ``_PASS_BUDGET``; a server's
+        #: Frames a drain may take and tasks it may start (see ``PASS_BUDGET``; a server's
         #: peers share its time, a client's one peer has nobody to share it with), when the
         #: last drain that used it all started, and whether the pump slept since.
-        self._budget = _RECEIVE_BATCH
+        self._budget = RECEIVE_BATCH
         self._limited_at = -math.inf
         self._slept = False
         #: Frames sent and received, for statistics.
@@ -182,7 +171,7 @@ class SocketPump:
         if self._closed:
             raise trio.ClosedResourceError("socket pump is closed")
         if not force and self._backlog:
-            refusal = self._held.refusal(peer)
+            refusal = self.held.refusal(peer)
             if refusal is not None:
                 raise refusal
         self._outgoing.append((peer, _DroppableFrame(frame) if droppable else frame))
@@ -195,19 +184,6 @@ class SocketPump:
                 self._waker.wake()
             elif self._wake_scope is not None:
                 self._wake_scope.cancel()
-
-    def held_for(self, peer: bytes) -> tuple[int, int] | None:
-        """Frames and bytes held back for ``peer`` (its pipe was full at the last try), or
-        ``None`` when nothing is."""
-        return self._held.held_for(peer) if self._backlog else None
-
-    def backlog_size(self) -> int:
-        """Frames held for peers whose pipe is full."""
-        return self._held.frame_count()
-
-    def backlog_bytes(self) -> int:
-        """Bytes of the frames held for peers whose pipe is full."""
-        return self._held.byte_count()
 
     async def run(self) -> None:
         """Pump until cancelled. Only one task may run this.
@@ -231,9 +207,9 @@ class SocketPump:
                     self.yield_requested = False
                     await trio.lowlevel.checkpoint()
                     continue
-                if self._held.trim_due:
+                if self.held.trim_due:
                     # Here, between passes: no flush in progress still holds freed frames.
-                    self._held.trim_due = False
+                    self.held.trim_due = False
                     release_memory()
                 if self._outgoing or self._backlog:
                     self._flush()
@@ -241,7 +217,7 @@ class SocketPump:
                     if (
                         self.expecting < self._budget
                         or not self._router
-                        or deferred >= _MAX_IDLE_YIELDS
+                        or deferred >= MAX_IDLE_YIELDS
                     ):
                         deferred = 0
                         limited = self._drain()
@@ -265,7 +241,7 @@ class SocketPump:
                 elif stage is not None and stage.waiting():
                     # Nothing new to read: start what waits, once the tasks started last have
                     # run (or a few passes on, as for reading).
-                    if self.expecting < self._budget or deferred >= _MAX_IDLE_YIELDS:
+                    if self.expecting < self._budget or deferred >= MAX_IDLE_YIELDS:
                         deferred = 0
                         stage.release(self._budget)
                     else:
@@ -273,7 +249,7 @@ class SocketPump:
                 if (
                     self._outgoing
                     or self._stale
-                    or self._held.trim_due
+                    or self.held.trim_due
                     or (stage is not None and stage.waiting())
                 ):
                     # Frames queued while draining, a drain that stopped before EVENTS showed
@@ -281,7 +257,7 @@ class SocketPump:
                     idle_yields = 0
                     await trio.lowlevel.checkpoint()
                     continue
-                if self.expecting > 0 and idle_yields < _MAX_IDLE_YIELDS:
+                if self.expecting > 0 and idle_yields < MAX_IDLE_YIELDS:
                     # Tasks we just started or woke will likely queue frames in the next batch:
                     # a pass is cheaper than sleeping and being woken by them.
                     idle_yields += 1
@@ -313,7 +289,7 @@ class SocketPump:
         if waker is None:
             with trio.CancelScope() as scope:
                 if self._backlog:
-                    scope.deadline = trio.current_time() + _BACKLOG_RETRY
+                    scope.deadline = trio.current_time() + BACKLOG_RETRY
                 self._wake_scope = scope
                 self._sleeping = True
                 try:
@@ -326,7 +302,7 @@ class SocketPump:
         self._sleeping = True
         try:
             if self._backlog:
-                with trio.move_on_after(_BACKLOG_RETRY):
+                with trio.move_on_after(BACKLOG_RETRY):
                     await trio.lowlevel.wait_readable(waker.fd)
             else:
                 await trio.lowlevel.wait_readable(waker.fd)
@@ -361,11 +337,13 @@ class SocketPump:
         if router:
             self._fit_budget(now)
         budget = limit = self._budget
+        held = self._backlog if router else None
+        flooded = False
         started_limit = self.expecting + budget if router else math.inf
         limited = False
         try:
             while count < limit:
-                if count < _PROBED_RECEIVES:
+                if count < PROBED_RECEIVES:
                     if not _BASE_GET(socket, _EVENTS) & _POLLIN:
                         self._stale = False
                         self.drained_at = now
@@ -378,13 +356,17 @@ class SocketPump:
                     part = recv(_NOBLOCK, False)
                     frames.append(part.bytes)
                 count += 1
+                if held and not flooded and peer in held:
+                    flooded = True  # keep this pass short: see HELD_BUDGET
+                    budget = min(budget, HELD_BUDGET)
+                    limit = min(limit, max(count, budget))
                 on_receive(peer, frames)
                 if self.yield_requested:
                     if stage is None:
                         break  # a cancelled handler ends first: cancel-to-quiescence
                     stage.hold = True  # read on, start nothing more (see the docstring)
                 elif stage is not None and stage.held_in_drain:
-                    limit = min(budget + stage.held_in_drain, _INTAKE_LIMIT)
+                    limit = min(budget + stage.held_in_drain, INTAKE_LIMIT)
                 if self.expecting >= started_limit:
                     break
             limited = count >= limit or self.expecting >= started_limit
@@ -397,16 +379,22 @@ class SocketPump:
                 limited = True
         if limited:
             self._limited_at = now
+        self._flooded = flooded
+        if flooded:
+            self._on_flood()
         return limited
 
     def _full_budget_inline(self) -> bool:
-        """Whether the last drain ran its calls inline on an uncut budget (or this is a
-        client's pump): then a second drain in the same pass is cheap and keeps throughput."""
-        return not self._router or (self.expecting == 0 and self._budget == _RECEIVE_BATCH)
+        """Whether the last drain ran its calls inline on an uncut budget, none from a flooding
+        peer (or this is a client's pump): then a second drain in the same pass is cheap and
+        keeps throughput."""
+        if not self._router:
+            return True
+        return self.expecting == 0 and self._budget == RECEIVE_BATCH and not self._flooded
 
     def _fit_budget(self, now: float) -> None:
         """Fit the drain budget to how long the last drain that used it all took, with the
-        tasks it started, up to ``now`` (see ``_PASS_BUDGET``)."""
+        tasks it started, up to ``now`` (see ``PASS_BUDGET``)."""
         budget = self._budget
         if self._slept or self._limited_at == -math.inf:
             # The last drain read all there was, or the pump waited for work since: grow back,
@@ -416,9 +404,9 @@ class SocketPump:
             spent = now - self._limited_at
         self._slept = False
         self._limited_at = -math.inf
-        if spent > _PASS_BUDGET and budget > _MIN_BUDGET:
+        if spent > PASS_BUDGET and budget > MIN_BUDGET:
             self._budget = budget // 2
-        elif spent < _PASS_BUDGET / 2 and budget < _RECEIVE_BATCH:
+        elif spent < PASS_BUDGET / 2 and budget < RECEIVE_BATCH:
             self._budget = budget * 2
 
     def verified_empty_at(self, now: float) -> float:
@@ -433,7 +421,7 @@ class SocketPump:
 
     def _flush(self) -> None:
         if self._backlog:
-            self._held.retry(self._send)
+            self.held.retry(self._send)
         outgoing = self._outgoing
         if not outgoing:
             return
@@ -449,7 +437,7 @@ class SocketPump:
             if backlogs:
                 if peer in backlogs:
                     if type(frame) is not _DroppableFrame:
-                        self._held.hold(peer, frame)
+                        self.held.hold(peer, frame)
                     continue
             try:
                 if router:
@@ -459,7 +447,7 @@ class SocketPump:
                 send(socket, frame, _NOBLOCK)
             except zmq.Again:
                 if type(frame) is not _DroppableFrame:
-                    self._held.hold(peer, frame)
+                    self.held.hold(peer, frame)
                 continue
             except zmq.ZMQError as exc:
                 if exc.errno == zmq.EHOSTUNREACH:
@@ -480,7 +468,7 @@ class SocketPump:
             return False
         except zmq.ZMQError as exc:
             if exc.errno == zmq.EHOSTUNREACH:
-                self._held.forget(peer)  # every frame held for it is as moot as this one
+                self.held.forget(peer)  # every frame held for it is as moot as this one
                 self._on_unreachable(peer)
                 return True  # nobody to deliver to: the frame is moot
             raise
@@ -490,11 +478,11 @@ class SocketPump:
     def forget_peer(self, peer: bytes) -> None:
         """Drop ``peer``'s backlog and the frames queued for it (it was dropped by the
         protocol): left queued, they would refill a backlog that nothing drains any more."""
-        self._held.forget(peer)
+        self.held.forget(peer)
         outgoing = self._outgoing
         if any(queued == peer for queued, _ in outgoing):
             kept = [item for item in outgoing if item[0] != peer]
             outgoing.clear()  # in place: a flush in progress keeps popping this deque
             outgoing.extend(kept)
-        if self._held.trim_due:
+        if self.held.trim_due:
             self._wake()

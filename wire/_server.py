@@ -35,7 +35,7 @@ from wire._errors import (
     UnknownEndpointError,
     WireError,
 )
-from wire._io_threads import new_context
+from wire._io_threads import PreemptWhileFlooded, new_context
 from wire._messages import Error, Result
 from wire._metrics import CallMetrics
 from wire._pump import SocketPump
@@ -106,6 +106,8 @@ class Server:
         self._nursery: trio.Nursery | None = None
         self._handler_tasks = 0
         self._timer = ServerTimer(self._protocol, self._apply, self._verified_at)
+        #: While a peer that does not read keeps sending, this process's I/O threads preempt.
+        self._preemption = PreemptWhileFlooded()
         #: Calls read but not started: keyed ones, and those after them (wire/_staging.py).
         self._stage = CallStage(self._start, self._finish, lambda: self._now())
         self._calls_total = 0
@@ -150,6 +152,7 @@ class Server:
                 on_receive=self._on_receive,
                 on_unreachable=lambda peer: self._apply(self._protocol.peer_unreachable(peer)),
                 on_stuck=self._drop_stuck,
+                on_flood=self._preemption.flooded,
                 max_backlog=self.limits.max_backlog,
                 max_backlog_bytes=self.limits.max_backlog_bytes,
                 stage=self._stage,
@@ -158,6 +161,7 @@ class Server:
                 self._nursery = nursery
                 nursery.start_soon(self._pump.run)
                 nursery.start_soon(self._timer.run)
+                nursery.start_soon(self._preemption.run)
                 if zap is not None:
                     nursery.start_soon(zap.run)
                 task_status.started(list(self.addresses))
@@ -200,8 +204,8 @@ class Server:
             handler_tasks=self._handler_tasks,
             calls_total=self._calls_total,
             cancelled_total=self._cancelled_total,
-            backlog_frames=self._pump.backlog_size() if self._pump else 0,
-            backlog_bytes=self._pump.backlog_bytes() if self._pump else 0,
+            backlog_frames=self._pump.held.frame_count() if self._pump else 0,
+            backlog_bytes=self._pump.held.byte_count() if self._pump else 0,
             peers_gone=self._protocol.peers_gone(),
         )
 
@@ -271,7 +275,7 @@ class Server:
     def _drop_stuck(self, peer: bytes) -> None:
         """``peer`` stopped reading and its backlog is full: drop it, and its backlog even
         when the protocol no longer knows it (frames for a stranger are moot)."""
-        frames, size = (self._pump.held_for(peer) if self._pump else None) or (0, 0)
+        frames, size = (self._pump.held.held_for(peer) if self._pump else None) or (0, 0)
         fields = {"peer": peer.hex(), "held_frames": frames, "held_bytes": size}
         log.warning(
             "peer %s is not reading: %d frames, %d bytes held", *fields.values(), extra=fields
@@ -304,7 +308,7 @@ class Server:
         """Why a call of ``peer`` is refused while its replies are held back (its pipe is
         full): running it would only add a reply to the held ones, and encoding replies nobody
         reads is what let a peer that stops reading take the server's time from the others."""
-        held = self._pump.held_for(peer) if self._pump is not None else None
+        held = self._pump.held.held_for(peer) if self._pump is not None else None
         if held is None:
             return None
         return OverloadedError(

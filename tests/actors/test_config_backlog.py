@@ -38,5 +38,5 @@ async def test_the_server_holds_frames_up_to_the_configured_bytes(tmp_path: Path
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             await nursery.start(server.run, f"ipc://{tmp_path}/s.sock")
-            assert server._pump is not None and server._pump._held._max_bytes == 12_345
+            assert server._pump is not None and server._pump.held._max_bytes == 12_345
             await server.aclose()

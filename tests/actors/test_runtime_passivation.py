@@ -145,5 +145,5 @@ async def test_max_backlog_comes_from_the_wire_table(tmp_path: Path) -> None:
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             await nursery.start(server.run, "inproc://backlog-config")
-            assert server._pump is not None and server._pump._held._max_frames == 250
+            assert server._pump is not None and server._pump.held._max_frames == 250
             await server.aclose()

@@ -291,8 +291,9 @@ async def test_a_100k_describe_flood_costs_bounded_memory_and_others_little_late
 ) -> None:
     """Issue 19's flood with the default limits, three times: 100,000 describes never read.
     The server's RSS stays bounded and returns within 40 MiB of the start once the client is
-    gone, each time; single process, another client's p50 and p99 during the floods stay
-    within 3x their values before (floors of 1 and 3 ms: a noisy, shared 2-core machine)."""
+    gone, each time; another client's p50 and p99 during the floods stay within 3x their values
+    before (floors of 1 and 3 ms: a noisy, shared 2-core machine), single process and through
+    the supervisor."""
     async with serving(tmp_path, workers) as server:
         with trio.fail_after(300):
             async with (
@@ -323,10 +324,8 @@ async def test_a_100k_describe_flood_costs_bounded_memory_and_others_little_late
         assert rss["after"] < rss["start"] + 40, figures
         assert rss["peak"] < rss["start"] + 128, figures
         assert flood["n"] >= 20, figures
-    if workers == 1:
-        # Under --workers 2 the observer's calls cross the supervisor and a worker: three
-        # processes besides the flooding one on two shared cores. Its figures are reported,
-        # not judged (see the report of issue 19).
-        for stat, fraction, floor in [("p50ms", 0.5, 1.0), ("p99ms", 0.99, 3.0)]:
-            limit = 3 * max(_percentile(before, fraction) * 1000, floor)
-            assert figures["during"][stat] <= limit, (stat, figures)
+    # Under --workers 2 the observer's calls cross the supervisor and a worker: the flood's
+    # passes are short while its replies are held, and the I/O threads preempt then.
+    for stat, fraction, floor in [("p50ms", 0.5, 1.0), ("p99ms", 0.99, 3.0)]:
+        limit = 3 * max(_percentile(before, fraction) * 1000, floor)
+        assert figures["during"][stat] <= limit, (stat, figures)

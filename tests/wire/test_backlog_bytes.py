@@ -210,7 +210,7 @@ async def test_a_send_backlog_over_the_byte_bound_refuses_new_frames(
             assert "bytes" in refused.message
             assert refused.details == {"limit": 256 * KIB}
             # The bound is checked against what is held; a frame queued meanwhile joins it.
-            assert 256 * KIB <= pump.backlog_bytes() <= 256 * KIB + 2 * len(frame)
+            assert 256 * KIB <= pump.held.byte_count() <= 256 * KIB + 2 * len(frame)
     finally:
         dealer.close(linger=0)
         sink.close(linger=0)
