@@ -76,4 +76,7 @@ class ServerTimer:
         passed on, by the grace): the server they went to answers for itself, this covers
         one that never does."""
         for call in [c for c in self.expiring if (at := c.gives_up_at) is not None and at <= now]:
-            call.expire()
+            # Asked again: ending one call may have handed the next on (a relay's queue for
+            # one agent), and a call handed on just now waits for its owner's answer.
+            if (at := call.gives_up_at) is not None and at <= now:
+                call.expire()

@@ -19,6 +19,8 @@ from wire._detached import ANSWER_GRACE, Outcome, error_reply
 from wire._errors import ErrorCode
 from wire._messages import Call, Error, Result
 from wire._server_events import CallRecord, Interrupted
+from wire._server_protocol import ServerProtocol
+from wire._server_timer import ServerTimer
 
 # -- pure: DetachedCall over a real CallRecord, recording callables and a fake clock ----------
 
@@ -318,3 +320,28 @@ def test_a_held_call_ends_deadline_exceeded_at_its_deadline_not_a_grace_later() 
         details={"state": "queued", "reason": "deadline"},
     )
     assert h.log == [("on_abandon", CancelReason.DEADLINE), ("end", expected)]
+
+
+def test_a_call_handed_on_as_the_one_before_it_expires_waits_for_its_owner() -> None:
+    """Two calls held in a relay's queue with the same deadline: the one expired first ends
+    ``deadline-exceeded`` (queued), and its end hands the other on. That one then waits for
+    its owner's answer, a grace past its deadline; it is not answered ``unavailable`` ("no
+    answer came within 1 s") at once. (A cancel storm through ``--workers 2`` got that answer
+    for sleeps a few ms after they were sent.)"""
+    calls = [Harness(deadline=10.0, call_id=1), Harness(deadline=10.0, call_id=2)]
+    for this, other in (calls, calls[::-1]):
+        this.call.held = True
+
+        def hand_on(reason: CancelReason, other: Harness = other) -> None:
+            other.call.held = False
+
+        this.call.on_abandon = hand_on
+    timer = ServerTimer(ServerProtocol(), lambda events: None, lambda now: now)
+    timer.expiring.update(h.call for h in calls)
+    timer._expire(10.0)
+    ended = [h for h in calls if h.log]
+    assert len(ended) == 1
+    [(_, outcome)] = ended[0].log
+    assert isinstance(outcome, Error) and outcome.code == "deadline-exceeded"
+    [waiting] = [h for h in calls if not h.log]
+    assert waiting.call.gives_up_at == 10.0 + ANSWER_GRACE
