@@ -63,13 +63,20 @@ def sockets(name: str) -> Iterator[tuple[zmq.Socket[bytes], list[zmq.Socket[byte
             socket.close(linger=0)
 
 
-async def hold_replies_for(answering: Answering, held: zmq.Socket[bytes]) -> None:
-    """Send until the pump holds replies back for ``held``."""
+async def holding_back(
+    nursery: trio.Nursery, router: zmq.Socket[bytes], held: zmq.Socket[bytes]
+) -> Answering:
+    """A running pump on ``router`` that holds replies back for ``held``: it sent until they
+    were, and what it sent is read; the drains and floods seen so far are forgotten."""
+    answering = Answering(router)
+    nursery.start_soon(answering.pump.run)
     while not answering.pump.held.held_for(b"held"):
         held.send(b"call")
         await trio.sleep(0.01)
-    await trio.sleep(0.05)  # what it sent meanwhile is read
+    await trio.sleep(0.05)
     answering.drains.clear()
+    answering.floods = 0
+    return answering
 
 
 async def burst(socket: zmq.Socket[bytes], count: int, answering: Answering) -> None:
@@ -85,13 +92,10 @@ async def test_a_held_back_peer_that_keeps_sending_gets_short_drains(
     nursery: trio.Nursery,
 ) -> None:
     with sockets("flood-passes") as (router, [held, _]), trio.fail_after(30):
-        answering = Answering(router)
-        nursery.start_soon(answering.pump.run)
-        await hold_replies_for(answering, held)
-        floods = answering.floods
+        answering = await holding_back(nursery, router, held)
         await burst(held, 200, answering)
         assert answering.largest_drain_reading(b"held") <= HELD_BUDGET
-        assert answering.floods > floods
+        assert answering.floods > 0
 
 
 async def test_a_held_back_peer_that_is_silent_leaves_the_others_the_whole_budget(
@@ -100,13 +104,10 @@ async def test_a_held_back_peer_that_is_silent_leaves_the_others_the_whole_budge
     """(Cutting every drain short while anything was held cost the other clients a third of
     their throughput for as long as one stuck client stayed connected.)"""
     with sockets("silent-held") as (router, [held, other]), trio.fail_after(30):
-        answering = Answering(router)
-        nursery.start_soon(answering.pump.run)
-        await hold_replies_for(answering, held)
-        floods = answering.floods
+        answering = await holding_back(nursery, router, held)
         await burst(other, 200, answering)
         assert answering.largest_drain_reading(b"other") > HELD_BUDGET
         assert answering.largest_drain_reading(b"other") <= RECEIVE_BATCH
-        assert answering.floods == floods
+        assert answering.floods == 0
         assert answering.pump.held.held_for(b"held")  # still held back all along
         assert not answering.pump.held.held_for(b"other")
