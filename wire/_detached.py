@@ -124,6 +124,12 @@ class DetachedCall:
         return self._record.deadline
 
     @property
+    def overdue(self) -> bool:
+        """Whether the call's deadline has passed."""
+        deadline = self._record.deadline
+        return deadline is not None and self._now() >= deadline
+
+    @property
     def cancelling(self) -> bool:
         """Whether a cancel was passed on and the call awaits the answer."""
         return self._cancelled_at is not None

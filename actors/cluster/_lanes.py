@@ -154,6 +154,11 @@ class Lanes:
                     waiting.popleft()
                     lane.gone -= 1
                     continue
+                if head.call.overdue:
+                    # Its deadline passed while it waited (the server's timer wakes at most
+                    # every 0.1 s): answered here, as its owner would only refuse it.
+                    head.call.expire()
+                    continue
                 if not self._may_go(lane, head.mutates):
                     break
                 waiting.popleft()

@@ -20,6 +20,8 @@ class Calls:
     """Detached calls over real records; what each was handed on with, and how each ended."""
 
     def __init__(self) -> None:
+        #: The calls' clock (the server's trio clock in a relay).
+        self.clock = 0.0
         self.handed_on: list[str] = []
         self.ends: dict[str, Callable[[], None] | None] = {}
         self.outcomes: dict[str, Outcome] = {}
@@ -36,7 +38,7 @@ class Calls:
         def resume(call: DetachedCall, handler: Callable[[], Awaitable[Any]]) -> None:
             raise AssertionError("lanes never resume a call")
 
-        call = DetachedCall(record, end=end, resume=resume, now=lambda: 0.0)
+        call = DetachedCall(record, end=end, resume=resume, now=lambda: self.clock)
         self._by_name[name] = call
         return call
 
@@ -132,6 +134,25 @@ def test_a_waiting_call_past_its_deadline_is_answered_deadline_exceeded_here() -
     assert calls.outcomes["w2"].code == "deadline-exceeded"
     calls.end("w1")
     assert calls.handed_on == ["w1"] and "a" not in lanes.active
+
+
+def test_a_waiting_call_whose_deadline_passed_is_answered_here_when_its_turn_comes() -> None:
+    """The server's timer has not expired it yet (it wakes at most every 0.1 s): the lane
+    answers ``deadline-exceeded`` (queued) instead of handing on a call its owner would refuse,
+    and the live write behind it goes on."""
+    lanes, calls = Lanes(), Calls()
+    calls.admit(lanes, "a", "w1", mutates=True)
+    w2 = calls.call("w2", deadline=5.0)
+    lanes.admit("a", True, w2, calls.hand_on("w2"))
+    calls.admit(lanes, "a", "w3", mutates=True)
+    calls.clock = 6.0
+    calls.end("w1")
+    outcome = calls.outcomes["w2"]
+    assert isinstance(outcome, Error) and outcome.code == "deadline-exceeded"
+    assert outcome.details == {"state": "queued", "reason": "deadline"}
+    assert calls.handed_on == ["w1", "w3"]
+    calls.end("w3")
+    assert "a" not in lanes.active
 
 
 def test_a_lane_of_cancelled_calls_is_compacted_and_the_next_live_write_goes_in_order() -> None:
