@@ -75,8 +75,8 @@ class ServerTimer:
         """End the detached calls whose answer is overdue (past the deadline, or past a cancel
         passed on, by the grace): the server they went to answers for itself, this covers
         one that never does."""
-        for call in [c for c in self.expiring if (at := c.gives_up_at) is not None and at <= now]:
-            # Asked again: ending one call may have handed the next on (a relay's queue for
-            # one agent), and a call handed on just now waits for its owner's answer.
+        for call in list(self.expiring):  # a copy: an ended call leaves the set
+            # Asked at its turn: ending one call may have handed the next on (a relay's queue
+            # for one agent), and a call handed on just now waits for its owner's answer.
             if (at := call.gives_up_at) is not None and at <= now:
                 call.expire()
