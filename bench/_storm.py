@@ -301,19 +301,27 @@ def judge(kind: str, sent: Iterable[Sent], effected: set[str]) -> Verdict:
 
 def cancel_latencies(sent: Iterable[Sent], ended: str = "all") -> list[float]:
     """Seconds from each cancel frame sent to its call's terminal frame, sorted: of every call
-    (``all``), or of those that ended with no effect (``no-effect``) or with a ``result``."""
+    (``all``), of those that ended with no effect (``no-effect``), split by where the cancel
+    found the call (its answer's ``details.state``: ``queued``, not started yet, which a relay
+    answers itself; ``running``, which only its owner can answer), or with a ``result``."""
     return sorted(
         s.received - s.cancel_sent
         for s in sent
         if s.cancel_sent is not None
         and s.received is not None
         and s.received >= s.cancel_sent
-        and ended in ("all", _ending(s.code))
+        and ended in ("all", *_endings(s))
     )
 
 
-def _ending(code: str) -> str:
-    return "result" if code == "result" else "no-effect" if code in NO_EFFECT else code
+def _endings(sent: Sent) -> tuple[str, ...]:
+    code = sent.code
+    if code == "result":
+        return ("result",)
+    if code in NO_EFFECT:
+        state = (sent.frames[0].get("details") or {}).get("state")
+        return ("no-effect", str(state))
+    return (code,)
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -15,7 +15,11 @@ Measured, over all repeats of a mode:
 
 - **cancel → terminal frame**: from the client sending a cancel to the call's one terminal
   frame, split by how the call ended: ``cancelled`` or ``deadline-exceeded`` (no effect), or
-  its ``result`` (it had run when the cancel came, so the truthful answer waits for it);
+  its ``result`` (it had run when the cancel came, so the truthful answer waits for it). The
+  no-effect answers are split again by where the cancel found the call (their
+  ``details.state``): ``queued`` (not started: through ``--workers``, mostly held in the
+  relay's lane for its agent, answered there) or ``running`` (its owner had started it: only
+  the owner can answer);
 - **the storm's duration**, from the first call sent to the last frame read;
 - **truth**: every append or note answered ``cancelled`` or ``deadline-exceeded`` is checked
   absent (the session logs on disk, ``diagnostics/notes``), every one answered with a result
@@ -187,7 +191,7 @@ def _run_mode(mode: str, settings: Settings, env: dict[str, str]) -> dict[str, A
         codes.append(run["codes"])
     summaries = {
         ended: latency_summary([round(x * 1e9) for x in cancel_latencies(sent, ended)])
-        for ended in ("all", "no-effect", "result")
+        for ended in ("all", "no-effect", "queued", "running", "result")
     }
     all_p99 = summaries["all"]["p99Us"]
     progress(f"{mode}: cancel → terminal frame p99 {all_p99} µs over {len(sent)} calls")
@@ -248,6 +252,10 @@ def run_benchmark(settings: Settings) -> dict[str, Any]:
 # -- output -----------------------------------------------------------------------------------
 
 
+#: Table labels of the no-effect answers split by where the cancel found the call.
+_ENDED_LABELS = {"queued": "no-effect, queued", "running": "no-effect, running"}
+
+
 def _ms(us: float | None) -> str:
     return "-" if us is None else f"{us / 1000:.2f}"
 
@@ -266,7 +274,7 @@ def render_table(report: dict[str, Any]) -> str:
             rows.append(
                 [
                     mode,
-                    ended,
+                    _ENDED_LABELS.get(ended, ended),
                     str(summary["count"]),
                     _ms(summary["p50Us"]),
                     _ms(summary["p90Us"]),
@@ -294,7 +302,7 @@ def plot_report(path: Path, report: dict[str, Any]) -> None:
     cdfs = {
         f"{mode}: {ended}": run["cancelToTerminal"][ended]["cdf"]
         for mode, run in report["modes"].items()
-        for ended in ("no-effect", "result")
+        for ended in ("queued", "running", "result")
     }
     plot_png(
         path,

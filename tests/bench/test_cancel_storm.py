@@ -21,10 +21,14 @@ def test_quick_run_reports_both_modes_split_by_how_calls_ended(tmp_path: Path) -
     for run in report["modes"].values():
         assert run["calls"] == 460
         latencies = run["cancelToTerminal"]
-        assert set(latencies) == {"all", "no-effect", "result"}
+        assert set(latencies) == {"all", "no-effect", "queued", "running", "result"}
         assert latencies["no-effect"]["count"] > 0
         assert latencies["all"]["count"] == (
             latencies["no-effect"]["count"] + latencies["result"]["count"]
+        )
+        # Every no-effect answer says where the cancel found the call.
+        assert latencies["no-effect"]["count"] == (
+            latencies["queued"]["count"] + latencies["running"]["count"]
         )
         assert 0 < latencies["all"]["p50Us"] <= latencies["all"]["p99Us"]
         codes = run["codes"][0]
