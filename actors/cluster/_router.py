@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -46,6 +45,7 @@ import trio
 from actors.cluster._coordinator import Claim, ClusterView, Member
 from actors.cluster._gate import ClusterRegistry
 from actors.cluster._lanes import WRITES_HANDED_ON, Lanes
+from actors.cluster._owner_answer import call_to_outcome, never_ran, owner_error
 from actors.cluster._pool import ClientPool
 from actors.cluster._shards import shard_of
 from actors.cluster._storage import stranded
@@ -63,7 +63,6 @@ from wire import (
     UnavailableError,
     WireError,
 )
-from wire._detached import ANSWER_GRACE
 from wire._errors import MovedError
 from wire._proxy import specs_from_describe
 
@@ -71,7 +70,6 @@ __all__ = [
     "ROUTING_KEYS",
     "ForwardingRegistry",
     "call_owner",
-    "call_to_outcome",
     "forwarding_registry",
     "routing_key",
 ]
@@ -160,7 +158,7 @@ async def call_owner(
                     else:
                         value = await client.call(endpoint, args, result=result)
                 except (MovedError, CallCancelledError) as exc:
-                    answer = _owner_error(exc, claim.worker_id, endpoint, agent_id)
+                    answer = owner_error(exc, claim.worker_id, endpoint, agent_id)
                     if answer is exc:
                         raise
                     if answer is not None:
@@ -178,95 +176,6 @@ async def call_owner(
                 details={"agentId": agent_id, "shard": waited_for},
             )
         await wait_change(min(remaining, 0.05 if claim is not None else 0.5))
-
-
-def _owner_error(
-    error: WireError, worker_id: str, endpoint: str, agent_id: str | None
-) -> WireError | None:
-    """What the caller gets for the owner's ``error``; ``None`` when it proves the call did not
-    run, so the next owner may be tried."""
-    if isinstance(error, MovedError):
-        return None  # not executed; the owner's view and ours differ for a moment
-    if not isinstance(error, CallCancelledError) or error.reason is not CancelReason.SHUTDOWN:
-        return error
-    if error.state == "queued":
-        return None  # still queued when the owner shut down: it never ran
-    # Our caller did not cancel: the owner shut down mid-call, so the call may have taken
-    # effect, and `cancelled` would misstate who stopped it.
-    about = "" if agent_id is None else f" for agent {agent_id!r}"
-    return UnavailableError(
-        f"worker {worker_id!r} shut down while running {endpoint}{about}; it may have taken effect",
-        details={"agentId": agent_id, "worker": worker_id},
-    )
-
-
-class _Answer:
-    """The one end of a call started with ``Client.start_call``, for a task to wait on."""
-
-    __slots__ = ("done", "error", "value")
-
-    def __init__(self) -> None:
-        self.done = trio.Event()
-        self.value: Any = None
-        self.error: WireError | None = None
-
-    def __call__(self, value: Any, error: WireError | None) -> None:
-        self.value, self.error = value, error
-        self.done.set()
-
-
-def _never_ran(error: WireError) -> bool:
-    """Whether the owner's answer to a call it was asked to cancel shows it had no effect."""
-    return isinstance(error, CallCancelledError | MovedError)
-
-
-def _unknown_outcome(endpoint: str, reason: str) -> UnavailableError:
-    return UnavailableError(
-        f"the owner did not answer {endpoint} within {ANSWER_GRACE:g} s of its {reason}; "
-        "it may have taken effect",
-        details={"outcome": "unknown"},
-    )
-
-
-async def call_to_outcome(client: Client, endpoint: str, args: dict[str, Any]) -> Any:
-    """``client.call`` for a call that answers another caller: if this task is cancelled, the
-    cancel is passed on and the owner's own answer awaited (shielded, at most ``ANSWER_GRACE``
-    seconds), so what the caller is told is what happened.
-
-    Returns:
-        The owner's result, even when the cancel came too late to stop it.
-
-    Raises:
-        trio.Cancelled: cancelled, and the owner answered ``cancelled`` or ``moved`` (the call
-            had no effect).
-        UnavailableError: cancelled, and the owner did not answer in time
-            (``details.outcome``: ``unknown``).
-        WireError: the owner's error (``deadline-exceeded``, ``peer-lost``, …).
-    """
-    await trio.lowlevel.checkpoint_if_cancelled()  # nothing sent yet: a cancel is the truth
-    deadline = trio.current_effective_deadline()
-    budget = None if deadline == math.inf else max(0.0, deadline - trio.current_time()) * 1000
-    answer = _Answer()
-    call_id = client.start_call(endpoint, args, deadline_ms=budget, on_done=answer)
-    try:
-        await answer.done.wait()
-    except trio.Cancelled:
-        now = trio.current_time()
-        reason = CancelReason.DEADLINE if now >= deadline else CancelReason.CALLER
-        client.request_cancel(call_id, reason)
-        with trio.move_on_after(ANSWER_GRACE, shield=True):
-            await answer.done.wait()
-        if not answer.done.is_set():
-            client.cancel_call(call_id, reason)
-            raise _unknown_outcome(endpoint, reason.value) from None
-        if answer.error is None:
-            return answer.value  # it finished before the cancel reached it
-        if _never_ran(answer.error):
-            raise
-        raise answer.error from None
-    if answer.error is not None:
-        raise answer.error
-    return answer.value
 
 
 def _relay(
@@ -297,13 +206,13 @@ def _relay(
             return False
         if call.cancelling:
             # Our cancel reached the owner (or crossed its answer): the answer is the truth.
-            if _never_ran(error):
+            if never_ran(error):
                 # ``moved``: no handler ever saw it, like a call cancelled while queued.
                 call.cancelled(error.state if isinstance(error, CallCancelledError) else "queued")
             else:
                 call.fail(error)
             return False
-        answer = _owner_error(error, worker_id, endpoint, agent_id)
+        answer = owner_error(error, worker_id, endpoint, agent_id)
         if answer is None:
             call.resume(retry)
             return True
