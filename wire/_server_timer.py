@@ -3,9 +3,12 @@ is due rather than on a fixed tick.
 
 An idle server wakes once per heartbeat and peer (to ping) instead of ten times a second: the
 protocol says when its next ping or silence bound is due (``ServerProtocol.next_due``), and
-the timer sleeps until then, never waking more often than every :data:`TICK`. Something that
-brings a deadline closer wakes it early: a new peer (the first one ends an unbounded sleep) and
-a detached call that now waits for an answer within a bound (``DetachedCall.gives_up_at``).
+the timer sleeps until then, never waking for those more often than every :data:`TICK`.
+Detached calls are bounded to :data:`CALL_RESOLUTION` instead: a call a relay still holds is
+answered ``deadline-exceeded`` at its deadline, which may be a few ms away, not up to a tick
+later. Something that brings a bound closer wakes the timer early: a new peer (the first one
+ends an unbounded sleep) and a detached call that now waits for an answer within a bound
+(``DetachedCall.gives_up_at``).
 """
 
 from __future__ import annotations
@@ -19,11 +22,15 @@ from wire._detached import DetachedCall
 from wire._server_events import ServerEvent
 from wire._server_protocol import ServerProtocol
 
-__all__ = ["TICK", "ServerTimer"]
+__all__ = ["CALL_RESOLUTION", "TICK", "ServerTimer"]
 
-#: The shortest sleep between two passes: the resolution of every time bound, so a silent peer
-#: is lost within ``peer_timeout + TICK``.
+#: The shortest sleep before the protocol's next timer (a ping, a silence bound): their
+#: resolution, so a silent peer is lost within ``peer_timeout + TICK``.
 TICK = 0.1
+#: The shortest sleep before a detached call's bound (``gives_up_at``): bounds this close
+#: together are ended in one pass, so a burst of calls with deadlines wakes the timer at most
+#: once a millisecond.
+CALL_RESOLUTION = 0.001
 
 
 class ServerTimer:
@@ -61,10 +68,11 @@ class ServerTimer:
     async def run(self) -> None:
         while True:
             now = trio.current_time()
-            due = self._protocol.next_due()
+            wake_at = max(self._protocol.next_due(), now + TICK)
             if self.expiring:
-                due = min(due, *(c.gives_up_at or math.inf for c in self.expiring))
-            with trio.move_on_at(max(due, now + TICK)):
+                bound = min(c.gives_up_at or math.inf for c in self.expiring)
+                wake_at = min(wake_at, max(bound, now + CALL_RESOLUTION))
+            with trio.move_on_at(wake_at):
                 await self._wake.wait()
             self._wake = trio.Event()
             now = trio.current_time()

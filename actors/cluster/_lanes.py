@@ -155,8 +155,8 @@ class Lanes:
                     lane.gone -= 1
                     continue
                 if head.call.overdue:
-                    # Its deadline passed while it waited (the server's timer wakes at most
-                    # every 0.1 s): answered here, as its owner would only refuse it.
+                    # Its deadline passed while it waited, and the server's timer has not
+                    # run since: answered here, as its owner would only refuse it.
                     head.call.expire()
                     continue
                 if not self._may_go(lane, head.mutates):

@@ -7,6 +7,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+import trio
+import trio.testing
 
 from wire import (
     CancelReason,
@@ -20,7 +22,7 @@ from wire._errors import ErrorCode
 from wire._messages import Call, Error, Result
 from wire._server_events import CallRecord, Interrupted
 from wire._server_protocol import ServerProtocol
-from wire._server_timer import ServerTimer
+from wire._server_timer import CALL_RESOLUTION, TICK, ServerTimer
 
 # -- pure: DetachedCall over a real CallRecord, recording callables and a fake clock ----------
 
@@ -345,3 +347,34 @@ def test_a_call_handed_on_as_the_one_before_it_expires_waits_for_its_owner() -> 
     assert isinstance(outcome, Error) and outcome.code == "deadline-exceeded"
     [waiting] = [h for h in calls if not h.log]
     assert waiting.call.gives_up_at == 10.0 + ANSWER_GRACE
+
+
+async def test_the_timer_answers_a_held_calls_deadline_when_it_passes_not_a_tick_later(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A call a relay holds (nothing was handed on) is the server's to answer at its deadline:
+    the timer wakes for it then, to within ``CALL_RESOLUTION``, not at its next ``TICK``
+    (which answered a 10 ms deadline 100 ms late), while the protocol's own timers keep the
+    tick."""
+    ended: list[tuple[float, Outcome]] = []
+    record = CallRecord(
+        peer=b"peer", call=Call(id=21, endpoint="d/hold"), deadline=trio.current_time() + 0.01
+    )
+    call = DetachedCall(
+        record,
+        end=lambda call, outcome: ended.append((trio.current_time(), outcome)),
+        resume=lambda call, handler: None,
+        now=trio.current_time,
+    )
+    call.held = True
+    call.on_abandon = lambda reason: None
+    timer = ServerTimer(ServerProtocol(), lambda events: None, lambda now: now)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(timer.run)
+        timer.expire_later(call)
+        await trio.sleep(TICK * 3)
+        nursery.cancel_scope.cancel()
+    [(at, outcome)] = ended
+    assert isinstance(outcome, Error) and outcome.code == "deadline-exceeded"
+    assert record.deadline is not None
+    assert record.deadline <= at <= record.deadline + 2 * CALL_RESOLUTION
