@@ -70,7 +70,7 @@ class ServerTimer:
             now = trio.current_time()
             wake_at = max(self._protocol.next_due(), now + TICK)
             if self.expiring:
-                bound = min(c.gives_up_at or math.inf for c in self.expiring)
+                bound = min(_bound(c) for c in self.expiring)
                 wake_at = min(wake_at, max(bound, now + CALL_RESOLUTION))
             with trio.move_on_at(wake_at):
                 await self._wake.wait()
@@ -86,5 +86,11 @@ class ServerTimer:
         for call in list(self.expiring):  # a copy: an ended call leaves the set
             # Asked at its turn: ending one call may have handed the next on (a relay's queue
             # for one agent), and a call handed on just now waits for its owner's answer.
-            if (at := call.gives_up_at) is not None and at <= now:
+            if _bound(call) <= now:
                 call.expire()
+
+
+def _bound(call: DetachedCall) -> float:
+    """``call.gives_up_at``, or infinity when nothing bounds its wait."""
+    at = call.gives_up_at
+    return math.inf if at is None else at
