@@ -302,8 +302,9 @@ def judge(kind: str, sent: Iterable[Sent], effected: set[str]) -> Verdict:
 def cancel_latencies(sent: Iterable[Sent], ended: str = "all") -> list[float]:
     """Seconds from each cancel frame sent to its call's terminal frame, sorted: of every call
     (``all``), of those that ended with no effect (``no-effect``), split by where the cancel
-    found the call (its answer's ``details.state``: ``queued``, not started yet, which a relay
-    answers itself; ``running``, which only its owner can answer), or with a ``result``."""
+    found the call (its answer's ``details.state``: ``queued``, not started yet, answered by the
+    relay when its lane held the call; ``running``, which only its owner can answer), or with a
+    ``result``."""
     return sorted(
         s.received - s.cancel_sent
         for s in sent
