@@ -137,9 +137,9 @@ def test_a_waiting_call_past_its_deadline_is_answered_deadline_exceeded_here() -
 
 
 def test_a_waiting_call_whose_deadline_passed_is_answered_here_when_its_turn_comes() -> None:
-    """The server's timer has not expired it yet (it wakes at most every 0.1 s): the lane
-    answers ``deadline-exceeded`` (queued) instead of handing on a call its owner would refuse,
-    and the live write behind it goes on."""
+    """The server's timer has not run since the deadline passed: the lane answers
+    ``deadline-exceeded`` (queued) instead of handing on a call its owner would refuse, and the
+    live write behind it goes on."""
     lanes, calls = Lanes(), Calls()
     calls.admit(lanes, "a", "w1", mutates=True)
     w2 = calls.call("w2", deadline=5.0)
