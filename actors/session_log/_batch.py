@@ -68,6 +68,7 @@ class BatchWriter:
         self._durable_count = durable_count
         self._pending: list[tuple[dict[str, Any], bytes]] = []
         self._pending_since: float | None = None
+        self._pending_bytes = 0
         self._epoch = epoch
         self._epoch_opened = epoch_opened
         #: ``(epoch, epoch_opened)`` as of the last durable batch, for `discard`.
@@ -97,6 +98,11 @@ class BatchWriter:
     def pending_since(self) -> float | None:
         """`time.monotonic()` of the oldest queued event, or None when nothing is queued."""
         return self._pending_since
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of the queued events' lines (before packing and compression)."""
+        return self._pending_bytes
 
     @property
     def epoch(self) -> int | None:
@@ -150,6 +156,7 @@ class BatchWriter:
     def add(self, event: dict[str, Any], line: bytes) -> None:
         """Queue one recorded event with its serialised line (no trailing newline)."""
         self._pending.append((event, line))
+        self._pending_bytes += len(line)
         if self._pending_since is None:
             self._pending_since = time.monotonic()
         if event["type"] == EPOCH_OPEN_TYPE and fence_epoch(event) == self._epoch:
@@ -183,6 +190,7 @@ class BatchWriter:
         """Forget the queued batch, as if it had never been queued."""
         self._pending.clear()
         self._pending_since = None
+        self._pending_bytes = 0
         # An epoch-open among the discarded events is not in the log: the next batch needs one.
         epoch, opened = self._durable_fence
         self._epoch_opened = opened and epoch == self._epoch
@@ -214,6 +222,7 @@ class BatchWriter:
         WRITES.bytes += len(payload)
         self._pending.clear()
         self._pending_since = None
+        self._pending_bytes = 0
         return len(events)
 
     def close(self) -> None:

@@ -239,6 +239,11 @@ class SessionLogWriter:
         return self._batches.pending_since
 
     @property
+    def pending_bytes(self) -> int:
+        """Bytes of the pending events' lines (before packing and compression)."""
+        return self._batches.pending_bytes
+
+    @property
     def surface(self) -> tuple[int, ...]:
         """Current surface seqs, including pending events."""
         return self._folder.nodes

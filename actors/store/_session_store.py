@@ -48,6 +48,7 @@ from actors.store._progress_commits import ProgressCommits
 from actors.store._projection_cache import ProjectionCache, ProjectionCacheError
 from actors.store._state import SessionState
 from actors.store._write_failures import log_write_refused, write_refused
+from actors.store._write_placement import WritePlacement
 from wire import ArgumentsInvalidError, InternalError, UnavailableError
 
 log = logging.getLogger("actors.store")
@@ -87,6 +88,8 @@ class SessionStore:
         #: Run it (`ProgressCommits.run`) to take the cache's progress commits off the
         #: appends' replies.
         self.progress = ProgressCommits(cache)
+        #: Where its sessions' appends are written (inline or in a worker thread).
+        self.placement = WritePlacement()
         self._listeners: list[Callable[[str, str], None]] = []
         #: Sessions whose write-behind flush the disk refuses (logged once per outage).
         self._refused: set[str] = set()
@@ -154,6 +157,7 @@ class SessionStore:
                 on_recorded=self._notify,
                 before_write=self.before_write,
                 progress=self.progress,
+                placement=self.placement,
             )
             self._live[agent_id] = state
             return state

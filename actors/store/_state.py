@@ -60,8 +60,8 @@ from actors.store._projection_cache import (
     RecordedModelRoute,
 )
 from actors.store._route_keys import set_model_route_keyed
-from actors.store._withdrawable import write_withdrawable
 from actors.store._write_failures import batch_refused, cache_write_refused, write_refused
+from actors.store._write_placement import WritePlacement
 from actors.store._writer_side import WriterSide
 from wire import UnauthorizedError, UnavailableError
 
@@ -84,10 +84,11 @@ class SessionState:
         on_recorded: Callable[[str, str], None] = lambda session_id, event_type: None,
         before_write: Callable[[str], Awaitable[None]] | None = None,
         progress: ProgressCommits | None = None,
+        placement: WritePlacement | None = None,
     ) -> None:
         """Private; `SessionStore.load` builds it (``identity``: the transcript's
         `file_identity` taken before it was read; ``progress``: commits the cache's progress
-        rows after the reply while it runs)."""
+        rows after the reply while it runs; ``placement``: the store's, shared)."""
         self.header: SessionHeader = loaded.header
         self.path: Path = loaded.path
         self.root = root
@@ -100,6 +101,7 @@ class SessionState:
         self._on_recorded = on_recorded
         self._before_write = before_write
         self._progress = progress
+        self._placement = placement or WritePlacement()
         self._loaded: LoadedSession | None = loaded
         self._identity = identity
         self._title = session_title(loaded.events)
@@ -270,9 +272,8 @@ class SessionState:
             UnavailableError: (or whatever the store's ``ack_guard`` raises) the batch was
                 written but may not be acknowledged (this process's fencing lease expired).
 
-        Cancellation: a cancel before a worker thread starts writing the batch leaves nothing
-        appended (`write_withdrawable`); once the write has started, it finishes (shielded)
-        and the call returns its outcome.
+        Cancellation: a cancel before the batch's write starts leaves nothing appended
+        (`WritePlacement`); once it has started, it finishes and the call returns its outcome.
         """
         if not items:
             self._check_open()
@@ -370,17 +371,16 @@ class SessionState:
             return written
 
     async def _flush_locked(self, side: WriterSide, *, keep: bool = False) -> int:
-        """Write the pending batch; on failure discard it (nothing of it is written, then or
-        later) unless ``keep`` (write-behind: it was answered already, so it is retried).
-        Without ``keep`` (an append waiting for its write), a cancel before the write starts
-        discards it and raises (`write_withdrawable`); with ``keep``, call it shielded."""
+        """Write the pending batch; a failure, or a cancel before the write starts, discards it
+        unless ``keep`` (write-behind, called shielded: the batch was answered; it is retried)."""
         progress = self._progress if self._progress and self._progress.running else None
         flush = functools.partial(side.flush, commit_progress=progress is None)
         try:
             if keep:
                 written = await trio.to_thread.run_sync(flush)
             else:
-                written = await write_withdrawable(flush)
+                size, may_block = side.writer.pending_bytes, not side.notes_only()
+                written = await self._placement.write(flush, size=size, may_block=may_block)
         except trio.Cancelled:  # withdrawn before its write started: none of it is written
             if not keep:
                 side.discard()

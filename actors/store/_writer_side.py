@@ -281,15 +281,24 @@ class WriterSide:
                 error,
             )
 
-    def _update_cache(self, *, commit: bool) -> None:
+    def notes_only(self) -> bool:
+        """Whether writing the pending events changes nothing a listing shows: the cache row
+        is then only noted (`record_progress`), and the write never waits for the cache's
+        writer, which another thread may hold."""
+        return self._listed_now() == self.listed
+
+    def _listed_now(self) -> tuple[str | None, str | None]:
         writer = self.writer
         descriptor = writer.subagent_descriptor
-        count = writer.next_seq
-        stat = os.stat(self.path)
-        listed = (
+        return (
             writer.title.title if writer.title is not None else None,
             descriptor.label if descriptor is not None else None,
         )
+
+    def _update_cache(self, *, commit: bool) -> None:
+        count = self.writer.next_seq
+        stat = os.stat(self.path)
+        listed = self._listed_now()
         last_seq = count - 1 if count else None
         if listed == self.listed:
             self.cache.note_progress(

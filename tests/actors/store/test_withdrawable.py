@@ -1,5 +1,6 @@
 """A cancel that comes before a worker thread starts an append's write withdraws it: nothing is
-written and the caller's cancel stands; once the write has started, it finishes and counts."""
+written and the caller's cancel stands; once the write has started, it finishes and counts.
+(Appends go to a worker thread on a slow disk or with a large batch: `WritePlacement`.)"""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from actors._store_services import SessionServices
 from actors.session_log._reader import load_session
 from actors.store._idempotency import keyed_request
 from actors.store._withdrawable import write_withdrawable
+from actors.store._write_placement import WritePlacement
 from tests.actors.store._writing import prompt, writing_session
 
 
@@ -74,6 +76,7 @@ async def test_a_write_already_started_finishes_and_returns_its_result() -> None
 async def test_a_withdrawn_append_leaves_the_session_as_it_was(services: SessionServices) -> None:
     """The cancelled append is not in the log, nor in memory, nor its key: the next append
     takes its seq, and a retry with the same key is applied (once)."""
+    services.directory.placement = WritePlacement(inline_bytes=-1)  # every write in a thread
     state = await writing_session(services)
     keyed = keyed_request("sessions/append", "k1", {"events": ["second"]})
     with worker_threads_busy() as limiter:

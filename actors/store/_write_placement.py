@@ -1,0 +1,111 @@
+"""Where an append's batch is written: on the event loop, or in a worker thread.
+
+A worker thread keeps a slow disk from holding up the event loop, but it costs two thread
+wake-ups per append (hand the batch over, hand the outcome back), and on a busy host each
+waits for a core. On a fast disk that costs more than the write: a one-event append with fsync
+took 0.57 ms at p50 through a thread and 0.36 ms written inline, and a cancel waiting for an
+append's outcome waited for those wake-ups as well (docs/benchmarks.md, "Cancel storm").
+
+So `WritePlacement` writes a batch inline while the disk is fast and the batch is small, and
+in a worker thread (`write_withdrawable`) otherwise:
+
+- a batch whose lines exceed `INLINE_BYTES` (by default) goes to a thread (compressing it takes time);
+- every inline write is timed. When the median of the last `SAMPLES` exceeds `SLOW_WRITE` (a
+  slow disk), or one write exceeds `STALL` (a disk that stalls), this store's writes go to
+  threads for `RETRY_INLINE_AFTER`; then the next small batch is written inline again, as a
+  probe. A slow disk costs the loop one write a second; a stall, one write. The median, not
+  the mean, because on a busy host a write is sometimes preempted: that is time the loop
+  would have lost anyway, and not the disk's. Writes in threads are not timed: waiting for the
+  GIL there would read as a slow disk.
+
+Cancellation is the same either way: a cancel delivered before the write starts withdraws it
+(nothing is written); once it has started, it finishes and the call returns its outcome.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import TypeVar
+
+import trio
+
+from actors.store._withdrawable import write_withdrawable
+
+__all__ = [
+    "INLINE_BYTES",
+    "RETRY_INLINE_AFTER",
+    "SAMPLES",
+    "SLOW_WRITE",
+    "STALL",
+    "WritePlacement",
+]
+
+T = TypeVar("T")
+
+#: The largest batch (bytes of its lines, before compression) written on the event loop.
+INLINE_BYTES = 64 * 1024
+#: Seconds: a median inline write slower than this means a slow disk.
+SLOW_WRITE = 0.001
+#: Seconds: one inline write slower than this means a disk that stalls.
+STALL = 0.05
+#: How many of the last inline writes the median is taken over.
+SAMPLES = 16
+#: Seconds writes stay in threads after the disk was found slow, before a probe.
+RETRY_INLINE_AFTER = 1.0
+
+
+class WritePlacement:
+    """Where a store's batches are written (one per store, shared by its sessions).
+
+    Args:
+        inline_bytes: the largest batch written on the event loop (negative: none is).
+        clock: seconds, monotonic (for tests).
+    """
+
+    def __init__(
+        self, *, inline_bytes: int = INLINE_BYTES, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
+        self._inline_bytes = inline_bytes
+        self._clock = clock
+        self._took: deque[float] = deque(maxlen=SAMPLES)
+        self._threads_until = -float("inf")
+        #: Batches written inline and in worker threads (for tests and benchmarks).
+        self.inline_writes = 0
+        self.thread_writes = 0
+
+    def inline(self, size: int) -> bool:
+        """Whether a batch of ``size`` bytes would be written on the event loop now."""
+        return size <= self._inline_bytes and self._clock() >= self._threads_until
+
+    async def write(self, write: Callable[[], T], *, size: int, may_block: bool = False) -> T:
+        """Run the blocking ``write`` of a ``size``-byte batch and return its result.
+
+        Args:
+            write: writes the batch (raises what the write raises).
+            size: the batch's bytes (`inline` decides by them).
+            may_block: ``write`` may wait on a lock another thread holds: always a thread.
+
+        Raises:
+            trio.Cancelled: the caller was cancelled before ``write`` started; it never runs.
+
+        Cancellation: see the module. Written inline, the call is a checkpoint before the
+        write (a cancel already on its way withdraws it) and none after it.
+        """
+        if may_block or not self.inline(size):
+            self.thread_writes += 1
+            return await write_withdrawable(write)
+        await trio.lowlevel.checkpoint()
+        self.inline_writes += 1
+        started = self._clock()
+        try:
+            return write()
+        finally:
+            self._timed(self._clock() - started)
+
+    def _timed(self, took: float) -> None:
+        self._took.append(took)
+        if took > STALL or statistics.median(self._took) > SLOW_WRITE:
+            self._threads_until = self._clock() + RETRY_INLINE_AFTER
