@@ -6,11 +6,10 @@ falls back to a default.
 
 ``[wire]``: ``heartbeat`` and ``peerTimeout`` (seconds), ``maxFrameBytes``, ``maxInFlight``,
 ``maxInFlightTotal``, ``maxBacklog``, ``maxBacklogBytes``, ``maxArgDepth``, ``maxArgItems``,
-``maxQueryLength``. ``[actors]``:
-``idleTimeout`` (seconds). ``[sessions]``: ``durability``
-(``fsync``, ``flush`` or ``write-behind``) and ``batchDelay`` (seconds). ``[cluster]`` (read
-by ``serve --workers N --coordinator etcd://…``; command-line flags win): ``hostId``,
-``storageMode`` (``local`` or ``shared``), ``storageId`` and ``workerEndpoint``.
+``maxQueryLength``. ``[actors]``: ``idleTimeout`` (seconds). ``[sessions]``: ``durability``
+(``fsync``, ``flush`` or ``write-behind``), ``batchDelay`` (seconds) and ``inlineWrites``.
+``[cluster]`` (read by ``serve --workers N --coordinator etcd://…``; command-line flags win):
+``hostId``, ``storageMode`` (``local`` or ``shared``), ``storageId`` and ``workerEndpoint``.
 ``[fileReferences]`` and ``[sessionReferenceResolver]`` use upstream DSH's key names and are
 validated by their services' own config classes, with upstream's messages.
 """
@@ -70,6 +69,8 @@ class Config:
     durability: Durability = "fsync"
     #: Write-behind window (seconds).
     batch_delay: float = DEFAULT_BATCH_DELAY
+    #: Write small appends on the event loop while the disk is fast (`WritePlacement`).
+    inline_writes: bool = True
     file_references: FileReferencesConfig = attrs.Factory(FileReferencesConfig)
     session_references: SessionReferenceConfig = attrs.Factory(SessionReferenceConfig)
     #: Longest ``query`` argument of the completion endpoints (characters).
@@ -93,7 +94,7 @@ _WIRE_KEYS: dict[str, tuple[str, type]] = {
 _ACTORS_KEYS: dict[str, tuple[str, type]] = {"idleTimeout": ("idle_timeout", float)}
 _SESSIONS_KEYS: dict[str, tuple[str, type]] = {"batchDelay": ("batch_delay", float)}
 #: [sessions] keys read before the numeric ones (named in the unknown-key message too).
-_SESSIONS_EXTRA = ("durability",)
+_SESSIONS_EXTRA = ("durability", "inlineWrites")
 _CLUSTER_TEXT_KEYS = {
     "hostId": "host_id",
     "storageMode": "storage_mode",
@@ -138,6 +139,11 @@ def load_config(path: Path | None) -> Config:
             f"{path}: [sessions] durability must be one of {', '.join(_DURABILITIES)}, "
             f"got {durability!r}"
         )
+    inline_writes = sessions.pop("inlineWrites", True)
+    if not isinstance(inline_writes, bool):
+        raise ConfigError(
+            f"{path}: [sessions] inlineWrites must be true or false, got {inline_writes!r}"
+        )
     batch = _table(path, "sessions", sessions, _SESSIONS_KEYS)
     cluster = _cluster_table(path, document.get("cluster", {}))
     resolver = document.get("sessionReferenceResolver", {})
@@ -161,6 +167,7 @@ def load_config(path: Path | None) -> Config:
         idle_timeout=actors.get("idle_timeout", 300.0),
         durability=durability,
         batch_delay=batch.get("batch_delay", DEFAULT_BATCH_DELAY),
+        inline_writes=inline_writes,
         file_references=file_references,
         session_references=session_references,
         max_query_length=max_query_length,

@@ -168,6 +168,7 @@ async def open_runtime(
             writable=writable,
             durability=config.durability,
             batch_delay=config.batch_delay,
+            inline_writes=config.inline_writes,
             epoch_of=epoch_of,
             ack_guard=ack_guard,
             before_write=before_write,

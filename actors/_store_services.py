@@ -103,6 +103,7 @@ def build_session_services(
     writable: bool = False,
     durability: Durability = "fsync",
     batch_delay: float = DEFAULT_BATCH_DELAY,
+    inline_writes: bool = True,
     index_on_start: bool = True,
     epoch_of: Callable[[str], int | None] | None = None,
     ack_guard: Callable[[str], None] | None = None,
@@ -118,6 +119,8 @@ def build_session_services(
             there); otherwise it is read-only.
         durability: ``"fsync"`` (default), ``"flush"`` or ``"write-behind"``.
         batch_delay: the write-behind window in seconds.
+        inline_writes: write small appends on the event loop while the disk is fast
+            (`actors.store.StoreOptions.inline_writes`).
         index_on_start: re-index the roots when `SessionServices.run` starts.
         epoch_of: the fencing epoch a session is written under (None: not clustered).
         ack_guard: checks each durable append before it is acknowledged (raises to fail it).
@@ -155,7 +158,11 @@ def build_session_services(
             )
         )
     options = StoreOptions(
-        durability=durability, batch_delay=batch_delay, epoch_of=epoch_of, ack_guard=ack_guard
+        durability=durability,
+        batch_delay=batch_delay,
+        inline_writes=inline_writes,
+        epoch_of=epoch_of,
+        ack_guard=ack_guard,
     )
     store = SessionStore(cache, roots, options, before_write=before_write)
     return SessionServices(

@@ -9,7 +9,8 @@ append's outcome waited for those wake-ups as well (docs/benchmarks.md, "Cancel 
 So `WritePlacement` writes a batch inline while the disk is fast and the batch is small, and
 in a worker thread (`write_withdrawable`) otherwise:
 
-- a batch whose lines exceed `INLINE_BYTES` (by default) goes to a thread (compressing it takes time);
+- a batch whose lines exceed `INLINE_BYTES` (by default) goes to a thread (compressing it
+  takes time); with the store's ``inline_writes`` off, every batch does;
 - every inline write is timed. When the median of the last `SAMPLES` exceeds `SLOW_WRITE` (a
   slow disk), or one write exceeds `STALL` (a disk that stalls), this store's writes go to
   threads for `RETRY_INLINE_AFTER`; then the next small batch is written inline again, as a

@@ -25,7 +25,7 @@ REFERENCE = ROOT / "docs" / "configuration.md"
 TABLE_FIELDS: dict[str, tuple[str, ...]] = {
     "wire": ("wire", "max_query_length"),
     "actors": ("idle_timeout",),
-    "sessions": ("durability", "batch_delay"),
+    "sessions": ("durability", "batch_delay", "inline_writes"),
     "cluster": ("cluster",),
     "fileReferences": ("file_references",),
     "sessionReferenceResolver": ("session_references",),

@@ -4,11 +4,13 @@ large ones, and every write while the disk is slow or stalling, in a worker thre
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 import trio
 
-from actors._store_services import SessionServices
+from actors import ConfigError, load_config
+from actors._store_services import SessionServices, build_session_services
 from actors.session_log._reader import load_session
 from actors.store._events import title_event
 from actors.store._write_placement import (
@@ -154,3 +156,27 @@ async def test_an_append_that_changes_the_listing_is_written_in_a_thread(
     await state.append([title_event("Renamed")])
     assert (placement.inline_writes, placement.thread_writes) == (inline, threads + 1)
     assert state.title == "Renamed"
+
+
+async def test_a_store_without_inline_writes_writes_every_append_in_a_thread(
+    tmp_path: Path,
+) -> None:
+    services = build_session_services(tmp_path / "data", index_on_start=False, inline_writes=False)
+    try:
+        state = await writing_session(services)
+        await state.append(prompt("second"))
+        placement = services.directory.placement
+        assert (placement.inline_writes, placement.thread_writes) == (0, 2)
+    finally:
+        await services.aclose()
+
+
+def test_inline_writes_is_a_sessions_key_that_takes_a_boolean(tmp_path: Path) -> None:
+    path = tmp_path / "server.toml"
+    path.write_text("[sessions]\n", "utf-8")
+    assert load_config(path).inline_writes is True
+    path.write_text("[sessions]\ninlineWrites = false\n", "utf-8")
+    assert load_config(path).inline_writes is False
+    path.write_text("[sessions]\ninlineWrites = 1\n", "utf-8")
+    with pytest.raises(ConfigError, match="inlineWrites must be true or false, got 1"):
+        load_config(path)
