@@ -4,7 +4,8 @@
 
 - **append**: events/s through `SessionState.append` (validation, packing, zstd frame, cache
   row update; the time inside the append calls) for batches of 1 and 64 events, with ``fsync``
-  per batch and with ``flush`` (written, no fsync).
+  per batch and with ``flush`` (written, no fsync); and batches of 1 to 16 sessions at once
+  (one task each; events/s over the wall time).
 - **cold load**: a generated log of about 50 MB decoded (chunk-heavy turns like real DSH logs),
   raw ``.jsonl`` and ``.jsonl.zstd``, loaded in a fresh subprocess by `load_session` and, in the
   same run, by the baseline: read the file (zstd: decompress across frames) and ``json.loads``
@@ -58,6 +59,7 @@ from actors.store import (
     EventInput,
     ListCursor,
     ProjectionCache,
+    SessionState,
     index_sessions,
 )
 from bench._common import (
@@ -77,6 +79,8 @@ __all__ = ["Settings", "main", "run_benchmark", "turn_events"]
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "bench" / "results" / "store.json"
 BATCHES = (1, 64)
+#: Sessions appended to at once in the concurrent run (batches of 1).
+CONCURRENT_SESSIONS = 16
 MODEL = {"kind": "model", "provider": "bench", "model": "m"}
 #: Words of generated text (tool output and answers compress about as real text does).
 WORDS = (
@@ -216,38 +220,47 @@ def latency_summary(samples_ns: Sequence[int], *, cdf: bool = True) -> dict[str,
 
 
 async def _append_run(
-    data: Path, durability: Durability, batch: int, seconds: float
+    data: Path, durability: Durability, batch: int, seconds: float, sessions: int = 1
 ) -> dict[str, Any]:
     services = build_session_services(data, durability=durability, index_on_start=False)
     try:
         store = services.directory
-        session_id = store.new_session_id()
-        await store.create(SessionHeader(id=session_id, created_at=0, cwd="/bench"))
-        state = await store.load(session_id)
-        assert state is not None
-        stream = event_stream()
-        appended = calls = 0
+        states = []
+        for _ in range(sessions):
+            session_id = store.new_session_id()
+            await store.create(SessionHeader(id=session_id, created_at=0, cwd="/bench"))
+            state = await store.load(session_id)
+            assert state is not None
+            states.append(state)
         latencies: list[int] = []
+
+        async def append_for(state: SessionState, until: float) -> None:
+            stream = event_stream()
+            while time.perf_counter() < until:
+                items = [next(stream) for _ in range(batch)]
+                before = time.perf_counter_ns()
+                await state.append(items)
+                latencies.append(time.perf_counter_ns() - before)
+
         started = time.perf_counter()
-        while time.perf_counter() - started < seconds:
-            items = [next(stream) for _ in range(batch)]
-            before = time.perf_counter_ns()
-            await state.append(items)
-            latencies.append(time.perf_counter_ns() - before)
-            appended += batch
-            calls += 1
-        # Only the append calls count (generating the events is not the store's work).
-        elapsed = sum(latencies) / 1e9
-        size = state.path.stat().st_size
+        async with trio.open_nursery() as nursery:
+            for state in states:
+                nursery.start_soon(append_for, state, started + seconds)
+        # One session: only the append calls count (generating the events is not the store's
+        # work). Several: the wall time, since their calls overlap.
+        elapsed = sum(latencies) / 1e9 if sessions == 1 else time.perf_counter() - started
+        size = sum(state.path.stat().st_size for state in states)
     finally:
         await services.aclose()
+    calls = len(latencies)
     return {
         "durability": durability,
         "batch": batch,
-        "events": appended,
+        "sessions": sessions,
+        "events": calls * batch,
         "calls": calls,
         "seconds": round(elapsed, 4),
-        "eventsPerSecond": round(appended / elapsed, 1),
+        "eventsPerSecond": round(calls * batch / elapsed, 1),
         "fileBytes": size,
         "callLatency": latency_summary(latencies, cdf=False),
     }
@@ -256,11 +269,15 @@ async def _append_run(
 def bench_append(settings: Settings, work: Path) -> list[dict[str, Any]]:
     results = []
     durabilities: tuple[Durability, ...] = ("fsync", "flush")
+    seconds = settings.append_seconds
     for durability in durabilities:
         for batch in BATCHES:
             progress(f"append: {durability}, batches of {batch}")
             data = work / f"append-{durability}-{batch}"
-            results.append(trio.run(_append_run, data, durability, batch, settings.append_seconds))
+            results.append(trio.run(_append_run, data, durability, batch, seconds))
+        progress(f"append: {durability}, batches of 1, {CONCURRENT_SESSIONS} sessions at once")
+        data = work / f"append-{durability}-concurrent"
+        results.append(trio.run(_append_run, data, durability, 1, seconds, CONCURRENT_SESSIONS))
     return results
 
 
@@ -610,7 +627,8 @@ def render_table(report: dict[str, Any]) -> str:
         latency = entry["callLatency"]
         rows.append(
             [
-                f"{entry['durability']}, batches of {entry['batch']}",
+                f"{entry['durability']}, batches of {entry['batch']}"
+                + (f", {entry['sessions']} sessions" if entry["sessions"] > 1 else ""),
                 format_count(entry["eventsPerSecond"]),
                 format_count(latency["p50Us"]),
                 format_count(latency["p99Us"]),
@@ -671,7 +689,11 @@ def plot_report(path: Path, report: dict[str, Any]) -> None:
     figure = Figure(figsize=(13, 9), layout="constrained")
     FigureCanvasAgg(figure)
     (append, load), (index, listing) = figure.subplots(2, 2)
-    labels = [f"{e['durability']}\nbatch {e['batch']}" for e in report["append"]]
+    labels = [
+        f"{e['durability']}\nbatch {e['batch']}"
+        + (f" ×{e['sessions']}" if e["sessions"] > 1 else "")
+        for e in report["append"]
+    ]
     append.bar(labels, [e["eventsPerSecond"] for e in report["append"]], color="tab:blue")
     append.set_yscale("log")
     append.set_ylabel("events/s")

@@ -3,8 +3,9 @@
 A worker thread keeps a slow disk from holding up the event loop, but it costs two thread
 wake-ups per append (hand the batch over, hand the outcome back), and on a busy host each
 waits for a core. On a fast disk that costs more than the write: a one-event append with fsync
-took 0.57 ms at p50 through a thread and 0.36 ms written inline, and a cancel waiting for an
-append's outcome waited for those wake-ups as well (docs/benchmarks.md, "Cancel storm").
+took 0.50 ms at p50 through a thread and 0.30 ms written inline, and a cancel waiting for an
+append's outcome waited for those wake-ups as well (docs/benchmarks.md, "Appends written
+inline").
 
 So `WritePlacement` writes a batch inline while the disk is fast and the batch is small, and
 in a worker thread (`write_withdrawable`) otherwise:

@@ -32,8 +32,9 @@ def test_a_tiny_run_writes_the_report_and_plot(tmp_path: Path) -> None:
     args = ("--quick", "--log-mb", "0.2", "--sessions", "20", "--listed", "300")
     report, stdout = run_bench("bench.store", *args, out=out, timeout=120)
     assert set(report) == REPORT_KEYS
-    assert [(e["durability"], e["batch"]) for e in report["append"]] == [
-        ("fsync", 1), ("fsync", 64), ("flush", 1), ("flush", 64),
+    assert [(e["durability"], e["batch"], e["sessions"]) for e in report["append"]] == [
+        ("fsync", 1, 1), ("fsync", 64, 1), ("fsync", 1, 16),
+        ("flush", 1, 1), ("flush", 64, 1), ("flush", 1, 16),
     ]  # fmt: skip
     assert all(e["eventsPerSecond"] > 0 for e in report["append"])
     assert [e["encoding"] for e in report["load"]] == ["none", "zstd"]
