@@ -60,8 +60,9 @@ class StoreOptions:
     pack_chunks: bool = True
     inline_writes: bool = True
     """Write an append's batch on the event loop while the disk is fast and the batch small
-    (`actors.store._write_placement`); false: always in a worker thread (a disk that may hang,
-    such as a network file system, then never holds up the loop)."""
+    (`actors.store._write_placement`); false: always in a worker thread (a disk that may hang
+    then never holds up the loop). A root on a network file system turns it off by itself
+    (`actors.store._remote_disks`)."""
     clock: Callable[[], int] = attrs.field(default=lambda: time.time_ns() // 1_000_000)
     """Epoch milliseconds, for event ``time``."""
     epoch_of: Callable[[str], int | None] | None = None

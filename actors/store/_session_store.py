@@ -46,9 +46,9 @@ from actors.store._indexing import IndexSummary, index_sessions, row_for
 from actors.store._options import SessionRoot, StoreOptions, file_identity, read_failure
 from actors.store._progress_commits import ProgressCommits
 from actors.store._projection_cache import ProjectionCache, ProjectionCacheError
+from actors.store._remote_disks import store_placement
 from actors.store._state import SessionState
 from actors.store._write_failures import log_write_refused, write_refused
-from actors.store._write_placement import INLINE_BYTES, WritePlacement
 from wire import ArgumentsInvalidError, InternalError, UnavailableError
 
 log = logging.getLogger("actors.store")
@@ -89,8 +89,9 @@ class SessionStore:
         #: appends' replies.
         self.progress = ProgressCommits(cache)
         #: Where its sessions' appends are written (inline or in a worker thread).
-        self.placement = WritePlacement(
-            inline_bytes=INLINE_BYTES if self.options.inline_writes else -1
+        self.placement = store_placement(
+            [root.path for root in self.roots if root.writable],
+            inline_writes=self.options.inline_writes,
         )
         self._listeners: list[Callable[[str, str], None]] = []
         #: Sessions whose write-behind flush the disk refuses (logged once per outage).

@@ -11,7 +11,8 @@ So `WritePlacement` writes a batch inline while the disk is fast and the batch i
 in a worker thread (`write_withdrawable`) otherwise:
 
 - a batch whose lines exceed `INLINE_BYTES` (by default) goes to a thread (compressing it
-  takes time); with the store's ``inline_writes`` off, every batch does;
+  takes time); with the store's ``inline_writes`` off, or a writable root on a network file
+  system (`actors.store._remote_disks`), every batch does;
 - every inline write is timed. When the median of the last `SAMPLES` exceeds `SLOW_WRITE` (a
   slow disk), or one write exceeds `STALL` (a disk that stalls), this store's writes go to
   threads for `RETRY_INLINE_AFTER`; then the next small batch is written inline again, as a
