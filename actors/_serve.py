@@ -224,6 +224,7 @@ def runtime_metrics(runtime: Runtime) -> MetricsSource:
     async def snapshot() -> dict[str, Any]:
         actors = runtime.system.statistics()
         files = runtime.files.statistics()
+        placement = runtime.sessions.directory.placement
         return {
             "actors_active": gauge("Agents with a live actor.", (), [((), actors.active_agents)]),
             "actor_activations_total": counter(
@@ -239,6 +240,12 @@ def runtime_metrics(runtime: Runtime) -> MetricsSource:
             ),
             "append_batches_total": counter(
                 "Batches written to session logs (one write each).", (), [((), WRITES.batches)]
+            ),
+            "append_writes_total": counter(
+                "Append batches written, by where: on the event loop (inline) or in a worker "
+                "thread (a large batch, a slow disk, a network file system, inlineWrites off).",
+                ("where",),
+                [(("inline",), placement.inline_writes), (("thread",), placement.thread_writes)],
             ),
             "fsync_duration_seconds": histogram_family(
                 "Seconds the fsync of each written batch took.", (), [((), WRITES.fsync_seconds)]

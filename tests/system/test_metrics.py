@@ -157,6 +157,7 @@ async def test_metrics_are_scraped_over_http_while_calls_run(tmp_path: Path, wor
     assert value(found, "agent_actors_actors_active") >= 1
     assert value(found, "agent_actors_appended_events", "_total") >= 1
     assert value(found, "agent_actors_fsync_duration_seconds", "_count") >= 1
+    assert value(found, "agent_actors_append_writes", "_total", where="inline") >= 1
     assert value(found, "agent_actors_file_index_builds", "_total") >= 1
     # Every serve process froze what startup built and times its collections from then on.
     assert value(found, "agent_actors_gc_frozen_objects") > 1000 * (workers + 1)
