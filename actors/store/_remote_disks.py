@@ -56,18 +56,15 @@ def network_file_system(path: Path, *, mountinfo: str | None = None) -> str | No
         mountinfo: the text of ``/proc/self/mountinfo`` (read when None).
     """
     if mountinfo is None:
-        try:
-            mountinfo = _MOUNTINFO.read_text("utf-8", errors="replace")
-        except OSError:
-            return None
+        mountinfo = _read_mountinfo()
     target = os.path.realpath(path)
     best: tuple[int, str] | None = None
     for line in mountinfo.splitlines():
-        fields = line.split()
-        if " - " not in line or len(fields) < 5:
+        mount, _, filesystem = line.partition(" - ")
+        fields, described = mount.split(), filesystem.split()
+        if len(fields) < 5 or not described:
             continue
-        mount_point = _unescape(fields[4])
-        fs_type = line.split(" - ", 1)[1].split()[0]
+        mount_point, fs_type = _unescape(fields[4]), described[0]
         if _contains(mount_point, target) and (best is None or len(mount_point) >= best[0]):
             # Later lines mount over earlier ones at the same point: the last one wins.
             best = (len(mount_point), fs_type)
@@ -81,7 +78,9 @@ def store_placement(
 ) -> WritePlacement:
     """The `WritePlacement` of a store writing under ``writable_roots``: inline writes as
     ``inline_writes`` says, unless a root is on a network file system (logged once)."""
-    if inline_writes:
+    if inline_writes and writable_roots:
+        if mountinfo is None:
+            mountinfo = _read_mountinfo()  # once for all the roots
         for root in writable_roots:
             fs_type = network_file_system(root, mountinfo=mountinfo)
             if fs_type is not None:
@@ -94,6 +93,14 @@ def store_placement(
                 inline_writes = False
                 break
     return WritePlacement(inline_bytes=INLINE_BYTES if inline_writes else -1)
+
+
+def _read_mountinfo() -> str:
+    """``/proc/self/mountinfo``, or nothing where there is none (every path counts as local)."""
+    try:
+        return _MOUNTINFO.read_text("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _contains(mount_point: str, path: str) -> bool:
