@@ -78,6 +78,7 @@ class DetachedCall:
     """
 
     __slots__ = (
+        "__weakref__",
         "_cancelled_at",
         "_end",
         "_now",

@@ -414,7 +414,7 @@ class Server:
             call.fail(classify_failure(exc, spec))
 
     def _end_detached(self, call: DetachedCall, outcome: Outcome) -> None:
-        self._timer.expiring.discard(call)
+        self._timer.forget(call)
         # The record and the call refer to each other: unlinked, both die now, not as cyclic
         # garbage (a relay's collector was a fifth of its CPU and stalled every call).
         call.record.handle = None
@@ -424,7 +424,7 @@ class Server:
         self, spec: EndpointSpec, call: DetachedCall, handler: Callable[[], Awaitable[Any]]
     ) -> None:
         """Move a detached call onto the task path: later cancels reach its scope."""
-        self._timer.expiring.discard(call)
+        self._timer.forget(call)
         record = call.record
         scope = record.handle = _scope_for(record)
         if self._nursery is None:

@@ -339,7 +339,8 @@ def test_a_call_handed_on_as_the_one_before_it_expires_waits_for_its_owner() -> 
 
         this.call.on_abandon = hand_on
     timer = ServerTimer(ServerProtocol(), lambda events: None, lambda now: now)
-    timer.expiring.update(h.call for h in calls)
+    for h in calls:
+        timer.expire_later(h.call)
     timer._expire(10.0)
     ended = [h for h in calls if h.log]
     assert len(ended) == 1
