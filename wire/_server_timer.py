@@ -67,18 +67,14 @@ class ServerTimer:
         self._verified_at = verified_at
         #: Detached calls with a deadline or a cancel passed on: the timer bounds their wait.
         self._bounded: set[DetachedCall] = set()
-        #: ``(bound, order, call)`` for the calls of ``_bounded`` (and calls since ended).
+        #: ``(bound, order, weak reference to the call)`` for the calls of ``_bounded``, and
+        #: for calls ended since (their references are dead or no longer in ``_bounded``).
         self._heap: list[tuple[float, int, weakref.ref[DetachedCall]]] = []
         self._order = itertools.count()
         #: When the timer wakes unless woken (``-inf`` while it is not sleeping: it looks at
         #: the heap before it sleeps again).
         self._sleeping_until = -math.inf
         self._wake = trio.Event()
-
-    @property
-    def bounded_calls(self) -> int:
-        """How many detached calls the timer bounds."""
-        return len(self._bounded)
 
     def wake(self) -> None:
         """A deadline may have come closer: compute the next one now."""

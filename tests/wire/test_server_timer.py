@@ -119,10 +119,10 @@ async def test_ended_calls_are_freed_at_once_and_their_entries_do_not_pile_up(
             in_flight.pop(0).succeed(call_id)
         most_entries = max(most_entries, len(timed.timer._heap))
     assert most_entries <= 2 * 9 + 64 + 1
-    assert timed.timer.bounded_calls == 8
+    assert len(timed.timer._bounded) == 8
     for call in in_flight:
         call.succeed(0)
-    assert timed.timer.bounded_calls == 0
+    assert len(timed.timer._bounded) == 0
     assert len(timed.ended) == 10_000
     assert all(isinstance(outcome, Result) for _, _, outcome in timed.ended)
     del call, in_flight
