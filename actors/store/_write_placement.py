@@ -16,10 +16,15 @@ in a worker thread (`write_withdrawable`) otherwise:
 - every inline write is timed. When the median of the last `SAMPLES` exceeds `SLOW_WRITE` (a
   slow disk), or one write exceeds `STALL` (a disk that stalls), this store's writes go to
   threads for `RETRY_INLINE_AFTER`; then the next small batch is written inline again, as a
-  probe. A slow disk costs the loop one write a second; a stall, one write. The median, not
-  the mean, because on a busy host a write is sometimes preempted: that is time the loop
-  would have lost anyway, and not the disk's. Writes in threads are not timed: waiting for the
-  GIL there would read as a slow disk.
+  probe. The median, not the mean, because on a busy host a write is sometimes preempted: that
+  is time the loop would have lost anyway, and not the disk's. Writes in threads are not
+  timed: waiting for the GIL there would read as a slow disk;
+- a probe that is slow itself doubles the wait before the next one, up to `RETRY_INLINE_MAX`;
+  a fast probe sets it back to `RETRY_INLINE_AFTER`. A disk that stalls again and again (fsync
+  behind another process's heavy writes, say) would otherwise take one stall out of the loop,
+  and so out of every call this process serves, every second; now the stalls it costs the loop
+  thin out to one every `RETRY_INLINE_MAX`. A disk that got fast again is found so by the next
+  probe, and probed every `RETRY_INLINE_AFTER` from then on until the median agrees.
 
 Cancellation is the same either way: a cancel delivered before the write starts withdraws it
 (nothing is written); once it has started, it finishes and the call returns its outcome.
@@ -40,6 +45,7 @@ from actors.store._withdrawable import write_withdrawable
 __all__ = [
     "INLINE_BYTES",
     "RETRY_INLINE_AFTER",
+    "RETRY_INLINE_MAX",
     "SAMPLES",
     "SLOW_WRITE",
     "STALL",
@@ -58,6 +64,8 @@ STALL = 0.05
 SAMPLES = 16
 #: Seconds writes stay in threads after the disk was found slow, before a probe.
 RETRY_INLINE_AFTER = 1.0
+#: The longest wait between probes, reached by doubling while the probes find the disk slow.
+RETRY_INLINE_MAX = 64.0
 
 
 class WritePlacement:
@@ -75,6 +83,10 @@ class WritePlacement:
         self._clock = clock
         self._took: deque[float] = deque(maxlen=SAMPLES)
         self._threads_until = -float("inf")
+        #: How long writes stay in threads the next time the disk is found slow.
+        self._retry_after = RETRY_INLINE_AFTER
+        #: Whether the next inline write is a probe (writes went to threads before it).
+        self._probing = False
         #: Batches written inline and in worker threads (for tests and benchmarks).
         self.inline_writes = 0
         self.thread_writes = 0
@@ -110,5 +122,14 @@ class WritePlacement:
 
     def _timed(self, took: float) -> None:
         self._took.append(took)
+        probe, self._probing = self._probing, False
+        if probe:
+            # The probe's own time, not the median (which still holds the slow writes before
+            # it), says whether the disk is still slow.
+            slow_probe = took > SLOW_WRITE
+            self._retry_after = (
+                min(2 * self._retry_after, RETRY_INLINE_MAX) if slow_probe else RETRY_INLINE_AFTER
+            )
         if took > STALL or statistics.median(self._took) > SLOW_WRITE:
-            self._threads_until = self._clock() + RETRY_INLINE_AFTER
+            self._threads_until = self._clock() + self._retry_after
+            self._probing = True

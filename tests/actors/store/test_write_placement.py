@@ -3,6 +3,7 @@ large ones, and every write while the disk is slow or stalling, in a worker thre
 
 from __future__ import annotations
 
+import itertools
 import threading
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from actors.store._events import title_event
 from actors.store._write_placement import (
     INLINE_BYTES,
     RETRY_INLINE_AFTER,
+    RETRY_INLINE_MAX,
     SAMPLES,
     WritePlacement,
 )
@@ -110,6 +112,44 @@ async def test_a_stall_sends_writes_to_threads_for_the_retry_period() -> None:
     assert await written(placement, disk) is False
     disk.now += RETRY_INLINE_AFTER
     assert await written(placement, disk) is True
+
+
+async def probe_times(placement: WritePlacement, disk: Disk, until: float) -> list[float]:
+    """Write every 0.25 s of the test clock until ``until``: when each inline write began."""
+    began = []
+    while disk.now < until:
+        at = disk.now
+        if await written(placement, disk):
+            began.append(round(at, 2))
+        disk.now = at + 0.25
+    return began
+
+
+async def test_a_disk_that_keeps_stalling_is_probed_ever_more_rarely() -> None:
+    """Each probe that stalls doubles the wait for the next one, up to the longest wait: the
+    loop loses a stall now and then, not one every retry period."""
+    disk = Disk()
+    disk.took = 0.2
+    placement = WritePlacement(clock=disk.clock)
+    began = await probe_times(placement, disk, 4 * RETRY_INLINE_MAX)
+    gaps = [round(later - earlier) for earlier, later in itertools.pairwise(began)]
+    doubling = [2**n for n in range(len(gaps)) if 2**n < RETRY_INLINE_MAX]
+    assert gaps[: len(doubling)] == [round(g * RETRY_INLINE_AFTER) for g in doubling]
+    assert gaps[len(doubling) :] and set(gaps[len(doubling) :]) == {round(RETRY_INLINE_MAX)}
+
+
+async def test_a_fast_probe_brings_the_probes_back_to_every_retry_period() -> None:
+    disk = Disk()
+    disk.took = 0.2
+    placement = WritePlacement(clock=disk.clock)
+    await probe_times(placement, disk, 20 * RETRY_INLINE_AFTER)  # probes 1, 2, 4, 8 s apart
+    disk.took = 0.0002
+    began = await probe_times(placement, disk, disk.now + 40 * RETRY_INLINE_AFTER)
+    assert began and all(
+        later - earlier <= RETRY_INLINE_AFTER + 0.25
+        for earlier, later in itertools.pairwise(began[:4])
+    )
+    assert [await written(placement, disk) for _ in range(3)] == [True] * 3  # inline again
 
 
 async def test_an_inline_write_cancelled_before_it_starts_never_runs() -> None:
