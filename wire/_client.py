@@ -54,6 +54,8 @@ class ClientStatistics:
     state: str
     #: Frames held back because the server was not reading.
     backlog_frames: int
+    #: Calls started on this connection, ended or not (a pool tells an idle one by it).
+    calls_started: int = 0
 
 
 #: ``on_done(value, error)``: how a call started with :meth:`Client.start_call` ends.
@@ -295,6 +297,7 @@ class Client:
             pending_calls=self._protocol.pending_calls,
             state=self._protocol.state.value,
             backlog_frames=self._pump.held.frame_count(),
+            calls_started=self._protocol.calls_started,
         )
 
     # -- driving ----------------------------------------------------------------------------

@@ -278,5 +278,10 @@ class ClientProtocol:
         return len(self._pending)
 
     @property
+    def calls_started(self) -> int:
+        """Calls started since this protocol was made (ids are handed out in order)."""
+        return self._next_id - 1
+
+    @property
     def heard_recently(self) -> bool:
         return self.state is ClientState.READY

@@ -4,6 +4,12 @@ The supervisor forwards calls through these clients and the workers call each ot
 them (actor-to-actor calls across shards). Closing an endpoint's client fails every call in
 flight on it with ``unavailable`` at once: the supervisor does so the moment it sees a worker
 process exit, so a call on a killed worker never waits out the heartbeat bound.
+
+A client that has started no call for `IDLE_CLOSE` seconds, and has none in flight, is closed
+(it says bye): a connection pings its server every heartbeat, and that wakes both processes
+every second for as long as the pool keeps it, which is most of what an idle cluster costs once
+calls have reached every worker (`python -m bench.idle`). The next call to that endpoint
+connects again: through the supervisor it takes the task path, which waits for the welcome.
 """
 
 from __future__ import annotations
@@ -13,7 +19,11 @@ import trio
 
 from wire import Client, UnavailableError, open_client
 
-__all__ = ["ClientPool"]
+__all__ = ["IDLE_CLOSE", "ClientPool"]
+
+#: Seconds without a new call after which a pooled client with no call in flight is closed (it
+#: is closed after one to two of these).
+IDLE_CLOSE = 30.0
 
 
 @attrs.define(eq=False)
@@ -31,6 +41,8 @@ class ClientPool:
         nursery: Where each client's background task runs.
         name: Client name sent in hello.
         connect_timeout: Seconds to wait for a welcome.
+        idle_close: Seconds without a new call before an idle client is closed (see the
+            module; ``None``: never).
     """
 
     def __init__(
@@ -39,10 +51,12 @@ class ClientPool:
         *,
         name: str = "agent-actors cluster",
         connect_timeout: float = 5.0,
+        idle_close: float | None = IDLE_CLOSE,
     ) -> None:
         self._nursery = nursery
         self._name = name
         self._connect_timeout = connect_timeout
+        self._idle_close = idle_close
         self._entries: dict[str, _Entry] = {}
 
     async def get(self, endpoint: str) -> Client:
@@ -95,7 +109,7 @@ class ClientPool:
             ) as client:
                 entry.client = client
                 entry.ready.set()
-                await entry.closing.wait()
+                await self._until_closed_or_idle(endpoint, entry, client)
         except Exception as exc:  # connect failures; the caller sees them as unavailable
             entry.error = exc
         finally:
@@ -103,6 +117,28 @@ class ClientPool:
             entry.ready.set()
             if self._entries.get(endpoint) is entry:
                 del self._entries[endpoint]
+
+    async def _until_closed_or_idle(self, endpoint: str, entry: _Entry, client: Client) -> None:
+        """Return once the entry is closed, or once ``client`` had no call in flight and
+        started none for a whole idle period (the entry is then forgotten first, so that no
+        caller gets the client while it says bye)."""
+        if self._idle_close is None:
+            await entry.closing.wait()
+            return
+        started = client.statistics().calls_started
+        busy = False
+        while True:
+            with trio.move_on_after(self._idle_close):
+                await entry.closing.wait()
+                return
+            statistics = client.statistics()
+            # No call started since the last look, and none was in flight then (so none is
+            # now): the whole period was quiet.
+            if statistics.calls_started == started and not busy:
+                if self._entries.get(endpoint) is entry:
+                    del self._entries[endpoint]
+                return
+            started, busy = statistics.calls_started, statistics.pending_calls > 0
 
     def endpoints(self) -> list[str]:
         return list(self._entries)
