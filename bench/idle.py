@@ -7,7 +7,11 @@ A server left running on a laptop must cost close to nothing while nobody calls 
 of polling. The target (issue 23, item 3): idle CPU of ``serve`` and of ``serve --workers 4`` under
 0.5 % of a core. For each worker count (0: plain ``serve``), this starts ``python -m actors
 serve --endpoint ipc://TMP/s.sock --data TMP/data [--workers N]``, creates nothing, waits
-``--settle`` s for the start-up work to finish, then measures over ``--window`` s.
+``--settle`` s for the start-up work to finish, then measures over ``--window`` s. Then it
+uses the server (``--after-use``): creates agents until their shards' owners include every
+worker, calls each once, waits the given seconds (by default long enough for the pools to
+close idle connections, `actors.cluster._pool.IDLE_CLOSE`) and measures again: a cluster that
+has served calls keeps connections between its processes that a fresh one does not have yet.
 
 - **CPU**: for every thread of the server's processes (the server, or the supervisor and its
   workers, found by their parent pid), the first field of ``/proc/PID/task/TID/schedstat``:
@@ -34,8 +38,11 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import trio
 
 from actors._serve import READY_LINE
+from actors.cluster._pool import IDLE_CLOSE
+from actors.cluster._shards import shard_of
 from bench._common import (
     BenchError,
     Stopped,
@@ -54,6 +61,7 @@ from bench._common import (
     steal_warning,
     target_rows,
 )
+from wire import open_client
 
 __all__ = ["CPU_LIMIT_PERCENT", "Settings", "main", "run_benchmark"]
 
@@ -61,6 +69,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "bench" / "results" / "idle.json"
 #: The target: an idle server's CPU, all its processes together, in % of one core.
 CPU_LIMIT_PERCENT = 0.5
+#: Agents created at most while looking for one on every worker.
+MAX_AGENTS = 256
 
 
 @attrs.frozen(kw_only=True)
@@ -71,11 +81,14 @@ class Settings:
     settle: float = 10.0
     #: Seconds measured.
     window: float = 60.0
+    #: Seconds between using the server and measuring it again (``None``: not used). Past two
+    #: idle periods of the pools, which close an idle client after one to two of them.
+    after_use: float | None = 2 * IDLE_CLOSE + 5
     quick: bool = False
 
     @classmethod
     def quick_run(cls) -> Settings:
-        return cls(settle=3.0, window=5.0, quick=True)
+        return cls(settle=3.0, window=5.0, after_use=1.0, quick=True)
 
 
 @attrs.frozen
@@ -156,6 +169,12 @@ def _label(workers: int) -> str:
     return f"serve --workers {workers}" if workers else "serve"
 
 
+def _run_label(run: dict[str, Any]) -> str:
+    """``serve --workers 4``, or ``serve --workers 4, after use``."""
+    label = _label(run["workers"])
+    return f"{label}, after use" if run.get("phase") == "used" else label
+
+
 def _measure(server: int, workers: int, window: float) -> dict[str, Any]:
     """Every process's CPU and wake-ups over ``window`` s, with nothing asked of the server."""
     processes = [server, *_children(server)]
@@ -195,24 +214,60 @@ def _measure(server: int, workers: int, window: float) -> dict[str, Any]:
     }
 
 
-def _run_one(workers: int, settings: Settings, env: dict[str, str]) -> dict[str, Any]:
-    """Start the server for ``workers``, let it settle, measure it; it is stopped on leaving."""
+async def _use(endpoint: str, cwd: str) -> dict[str, int]:
+    """Create agents until every worker owns one of them (one agent on a plain server), and
+    call each once; how many agents that took and how many workers they reached."""
+    async with open_client(endpoint, name="bench.idle") as client:
+        described = await client.call("system/describe")
+        cluster = described.get("cluster") or {}
+        shards, owners = int(cluster.get("shardCount", 0)), cluster.get("owners", [])
+        workers = {owner for owner in owners if owner is not None}
+        reached: set[str] = set()
+        agents: list[str] = []
+        while len(agents) < MAX_AGENTS and (not agents or reached != workers):
+            created = await client.call("agents/create", {"cwd": cwd})
+            agents.append(created["agentId"])
+            if shards:
+                reached.add(owners[shard_of(agents[-1], shards)])
+        for agent in agents:
+            await client.call("diagnostics/echo", {"agentId": agent, "payload": "idle"})
+    return {"agentsCreated": len(agents), "workersReached": len(reached)}
+
+
+def _announce(label: str, run: dict[str, Any]) -> None:
+    progress(
+        f"{label}: {run['totalCpuPercent']:.3f} % of a core, "
+        f"{run['totalWakeupsPerSecond']:.1f} wake-ups/s"
+    )
+
+
+def _run_one(workers: int, settings: Settings, env: dict[str, str]) -> list[dict[str, Any]]:
+    """Start the server for ``workers``, let it settle, measure it; then use it, wait and
+    measure it again; it is stopped on leaving."""
+    label = _label(workers)
     with tempfile.TemporaryDirectory(prefix="bench-idle-") as tmp:
         endpoint = f"ipc://{tmp}/s.sock"
         argv = [sys.executable, "-m", "actors", "serve", "--endpoint", endpoint]
         argv += ["--data", f"{tmp}/data", *(["--workers", str(workers)] if workers else [])]
-        progress(f"{_label(workers)}: starting")
+        progress(f"{label}: starting")
         with server_process(argv, ready_prefix=READY_LINE, cwd=ROOT, env=env):
             server = _server_pid(endpoint)
-            progress(f"{_label(workers)}: ready; settling {settings.settle:g} s")
+            progress(f"{label}: ready; settling {settings.settle:g} s")
             time.sleep(settings.settle)
-            progress(f"{_label(workers)}: measuring {settings.window:g} s")
-            run = _measure(server, workers, settings.window)
-        progress(
-            f"{_label(workers)}: {run['totalCpuPercent']:.3f} % of a core, "
-            f"{run['totalWakeupsPerSecond']:.1f} wake-ups/s"
-        )
-        return run
+            progress(f"{label}: measuring {settings.window:g} s")
+            runs = [{"phase": "fresh", **_measure(server, workers, settings.window)}]
+            _announce(label, runs[0])
+            if settings.after_use is not None:
+                used = trio.run(_use, endpoint, tmp)
+                progress(
+                    f"{label}: {used['agentsCreated']} agents on {used['workersReached']} "
+                    f"workers called; waiting {settings.after_use:g} s, then measuring "
+                    f"{settings.window:g} s"
+                )
+                time.sleep(settings.after_use)
+                runs.append({"phase": "used", **used, **_measure(server, workers, settings.window)})
+                _announce(f"{label}, after use", runs[1])
+        return runs
 
 
 def run_benchmark(settings: Settings) -> dict[str, Any]:
@@ -220,12 +275,12 @@ def run_benchmark(settings: Settings) -> dict[str, Any]:
     started_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     clock, steal, machine = time.perf_counter(), steal_seconds(), machine_info()
     env = server_env(ROOT)
-    runs = [_run_one(workers, settings, env) for workers in settings.workers]
+    runs = [run for workers in settings.workers for run in _run_one(workers, settings, env)]
     elapsed = time.perf_counter() - clock
     record_steal(machine, steal, elapsed)
     targets = [
         Target(
-            name=f"idle CPU of {_label(run['workers'])} <= {CPU_LIMIT_PERCENT:g} % of a core",
+            name=f"idle CPU of {_run_label(run)} <= {CPU_LIMIT_PERCENT:g} % of a core",
             value=run["totalCpuPercent"],
             limit=CPU_LIMIT_PERCENT,
             comparison="<=",
@@ -242,6 +297,7 @@ def run_benchmark(settings: Settings) -> dict[str, Any]:
             "workers": list(settings.workers),
             "settleSeconds": settings.settle,
             "windowSeconds": settings.window,
+            "afterUseSeconds": settings.after_use,
             "command": "python -m actors serve --endpoint ipc://TMP/s.sock --data TMP/data "
             "[--workers N]",
             "cpu": "sum over threads of /proc/PID/task/TID/schedstat field 1 (ns on CPU)",
@@ -259,9 +315,11 @@ def run_benchmark(settings: Settings) -> dict[str, Any]:
 
 def render_table(report: dict[str, Any]) -> str:
     config, machine = report["config"], report["machine"]
+    after_use = config.get("afterUseSeconds")
+    used = "" if after_use is None else f"; again {after_use:g} s after calls reached every worker"
     header = (
         f"idle server: nothing created, {config['settleSeconds']:g} s to settle, then "
-        f"{config['windowSeconds']:g} s measured\n"
+        f"{config['windowSeconds']:g} s measured{used}\n"
         f"{machine['cpuCount']} CPUs ({machine['cpuModel']}), Python {machine['python']}, "
         f"load average at the start {machine['loadAverage'][0]:.2f}"
     )
@@ -270,7 +328,7 @@ def render_table(report: dict[str, Any]) -> str:
         header += f"\n{warning}"
     rows = [["server", "process", "% of a core", "wake-ups/s", "threads"]]
     for run in report["runs"]:
-        label = _label(run["workers"])
+        label = _run_label(run)
         for entry in run["processes"]:
             rows.append(
                 [
@@ -305,7 +363,7 @@ def plot_report(path: Path, report: dict[str, Any]) -> None:
         bars.append(("total", run["totalCpuPercent"], run["totalWakeupsPerSecond"]))
         xs = [x + i for i in range(len(bars))]
         for axes, values in ((cpu, [b[1] for b in bars]), (wakeups, [b[2] for b in bars])):
-            drawn = axes.bar(xs, values, color=color, label=_label(run["workers"]))
+            drawn = axes.bar(xs, values, color=color, label=_run_label(run))
             drawn.patches[-1].set_hatch("//")  # the total
             axes.bar_label(drawn, fmt="%.3g", fontsize="x-small")
         ticks += xs
@@ -342,6 +400,22 @@ def _worker_counts(text: str) -> tuple[int, ...]:
     return counts
 
 
+#: ``--after-use none``: the server is measured fresh only.
+_NOT_USED = -1.0
+
+
+def _after_use(text: str) -> float:
+    if text == "none":
+        return _NOT_USED
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds or none: {text!r}") from None
+    if not seconds >= 0:  # also NaN
+        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
+    return seconds
+
+
 def _proc_problem() -> str | None:
     """Why this machine cannot be measured (``None``: it can)."""
     if not sys.platform.startswith("linux"):
@@ -360,12 +434,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--settle", type=float, help="seconds before measuring (default 10)")
     parser.add_argument("--window", type=float, help="seconds measured (default 60)")
+    parser.add_argument(
+        "--after-use",
+        type=_after_use,
+        help="seconds between calling every worker and measuring again, or none "
+        f"(default {Settings().after_use:g}; quick 1)",
+    )
     args = parser.parse_args(argv)
     problem = _proc_problem()
     if problem is not None:
         print(f"python -m bench.idle: {problem}", file=sys.stderr)
         return 2
-    changes = option_changes(parser, args, ("workers", "settle", "window"), positive=("window",))
+    changes = option_changes(
+        parser, args, ("workers", "settle", "window", "after_use"), positive=("window",)
+    )
+    if changes.get("after_use") == _NOT_USED:
+        changes["after_use"] = None
     if changes.get("settle", 0) < 0:
         parser.error("--settle must not be negative")
     settings = attrs.evolve(Settings.quick_run() if args.quick else Settings(), **changes)
