@@ -3,6 +3,8 @@ so that an idle cluster does not keep pinging between its processes."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,11 @@ class Sleeper:
         return "held"
 
 
-async def serve(nursery: trio.Nursery, address: str) -> tuple[Server, Sleeper]:
+@asynccontextmanager
+async def pool_beside_a_server(
+    address: str, idle_close: float | None
+) -> AsyncIterator[tuple[Server, Sleeper, ClientPool]]:
+    """A server on ``address`` and a pool with ``idle_close``; both closed on leaving."""
     sleeper = Sleeper()
     registry = Registry(
         [
@@ -44,8 +50,12 @@ async def serve(nursery: trio.Nursery, address: str) -> tuple[Server, Sleeper]:
         ]
     )
     server = Server(registry)
-    await nursery.start(server.run, address)
-    return server, sleeper
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run, address)
+        pool = ClientPool(nursery, idle_close=idle_close)
+        yield server, sleeper, pool
+        pool.close_all()
+        nursery.cancel_scope.cancel()
 
 
 async def peers_within(server: Server, count: int, seconds: float) -> bool:
@@ -58,9 +68,7 @@ async def peers_within(server: Server, count: int, seconds: float) -> bool:
 
 
 async def test_an_idle_client_is_closed_and_the_next_call_connects_again(ipc: str) -> None:
-    async with trio.open_nursery() as nursery:
-        server, _ = await serve(nursery, ipc)
-        pool = ClientPool(nursery, idle_close=IDLE)
+    async with pool_beside_a_server(ipc, IDLE) as (server, _, pool):
         first = await pool.get(ipc)
         assert await first.call("t/echo") == "echo"
         assert pool.endpoints() == [ipc] and server.statistics().peers == 1
@@ -71,42 +79,33 @@ async def test_an_idle_client_is_closed_and_the_next_call_connects_again(ipc: st
         second = await pool.get(ipc)
         assert second is not first and await second.call("t/echo") == "echo"
         assert server.statistics().peers == 1
-        pool.close_all()
-        nursery.cancel_scope.cancel()
 
 
 async def test_a_client_with_a_call_in_flight_or_in_use_is_kept(ipc: str) -> None:
-    async with trio.open_nursery() as nursery:
-        server, sleeper = await serve(nursery, ipc)
-        # A longer period than the other tests': a pause of the test's own calls as long as
-        # the period (a busy host) would make the client idle.
-        period = 1.0
-        pool = ClientPool(nursery, idle_close=period)
+    # A longer period than the other tests': a pause of the test's own calls as long as the
+    # period (a busy host) would make the client idle.
+    period = 1.0
+    async with pool_beside_a_server(ipc, period) as (server, sleeper, pool):
         client = await pool.get(ipc)
         held: list[str] = []
 
         async def hold() -> None:
             held.append(await client.call("t/held"))
 
-        nursery.start_soon(hold)
-        await trio.sleep(3 * period)  # one call in flight all along: not idle
-        assert pool.ready(ipc) is client
-        sleeper.release.set()
-        for _ in range(20):  # a call every tenth of the period: in use
-            await trio.sleep(period / 10)
-            assert await client.call("t/echo") == "echo"
+        async with trio.open_nursery() as holding:
+            holding.start_soon(hold)
+            await trio.sleep(3 * period)  # one call in flight all along: not idle
+            assert pool.ready(ipc) is client
+            sleeper.release.set()
+            for _ in range(20):  # a call every tenth of the period: in use
+                await trio.sleep(period / 10)
+                assert await client.call("t/echo") == "echo"
         assert held == ["held"] and pool.ready(ipc) is client
         assert server.statistics().peers == 1
-        pool.close_all()
-        nursery.cancel_scope.cancel()
 
 
 async def test_a_pool_without_an_idle_period_keeps_its_clients(ipc: str) -> None:
-    async with trio.open_nursery() as nursery:
-        server, _ = await serve(nursery, ipc)
-        pool = ClientPool(nursery, idle_close=None)
+    async with pool_beside_a_server(ipc, None) as (server, _, pool):
         client = await pool.get(ipc)
         await trio.sleep(4 * IDLE)
         assert pool.ready(ipc) is client and server.statistics().peers == 1
-        pool.close_all()
-        nursery.cancel_scope.cancel()
