@@ -42,7 +42,6 @@ import trio
 
 from actors._serve import READY_LINE
 from actors.cluster._pool import IDLE_CLOSE
-from actors.cluster._shards import shard_of
 from bench._common import (
     BenchError,
     Stopped,
@@ -61,6 +60,7 @@ from bench._common import (
     steal_warning,
     target_rows,
 )
+from bench._scaling_load import resolve_routes
 from wire import open_client
 
 __all__ = ["CPU_LIMIT_PERCENT", "Settings", "main", "run_benchmark"]
@@ -218,17 +218,15 @@ async def _use(endpoint: str, cwd: str) -> dict[str, int]:
     """Create agents until every worker owns one of them (one agent on a plain server), and
     call each once; how many agents that took and how many workers they reached."""
     async with open_client(endpoint, name="bench.idle") as client:
-        described = await client.call("system/describe")
-        cluster = described.get("cluster") or {}
-        shards, owners = int(cluster.get("shardCount", 0)), cluster.get("owners", [])
-        workers = {owner for owner in owners if owner is not None}
+        cluster = (await client.call("system/describe")).get("cluster") or {}
+        workers = set(cluster.get("workers", {}).values())  # their endpoints
         reached: set[str] = set()
         agents: list[str] = []
         while len(agents) < MAX_AGENTS and (not agents or reached != workers):
             created = await client.call("agents/create", {"cwd": cwd})
             agents.append(created["agentId"])
-            if shards:
-                reached.add(owners[shard_of(agents[-1], shards)])
+            if workers:
+                reached.update(resolve_routes(cluster, agents[-1:]).values())
         for agent in agents:
             await client.call("diagnostics/echo", {"agentId": agent, "payload": "idle"})
     return {"agentsCreated": len(agents), "workersReached": len(reached)}

@@ -14,6 +14,8 @@ connects again: through the supervisor it takes the task path, which waits for t
 
 from __future__ import annotations
 
+import math
+
 import attrs
 import trio
 
@@ -56,7 +58,7 @@ class ClientPool:
         self._nursery = nursery
         self._name = name
         self._connect_timeout = connect_timeout
-        self._idle_close = idle_close
+        self._idle_close = math.inf if idle_close is None else idle_close
         self._entries: dict[str, _Entry] = {}
 
     async def get(self, endpoint: str) -> Client:
@@ -122,9 +124,6 @@ class ClientPool:
         """Return once the entry is closed, or once ``client`` had no call in flight and
         started none for a whole idle period (the entry is then forgotten first, so that no
         caller gets the client while it says bye)."""
-        if self._idle_close is None:
-            await entry.closing.wait()
-            return
         started = client.statistics().calls_started
         busy = False
         while True:
