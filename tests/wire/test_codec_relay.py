@@ -7,11 +7,11 @@ from typing import Any
 
 import msgpack
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from wire._codec import MAX_CALL_ID, decode, encode_result
-from wire._codec_relay import Encoded, encode_encoded_result, split_result
+from wire._codec_relay import Encoded, _split_any, encode_encoded_result, split_result
 from wire._messages import Result
 
 values = st.recursive(
@@ -41,6 +41,33 @@ def test_a_result_splits_into_its_id_and_encoded_value_and_joins_back(
     assert decode(encode_encoded_result(*split), max_frame_bytes=len(frame)) == Result(
         id=call_id, value=value
     )
+
+
+@given(
+    call_id=st.integers(min_value=0, max_value=2**64 - 1),
+    value=values,
+    cut=st.integers(min_value=0, max_value=64),
+    tail=st.binary(max_size=3),
+)
+@example(call_id=MAX_CALL_ID + 1, value=None, cut=0, tail=b"")
+def test_the_fast_reading_of_a_result_agrees_with_the_general_one(
+    call_id: int, value: Any, cut: int, tail: bytes
+) -> None:
+    """A frame laid out as this codec writes results is read by byte comparisons; whatever it
+    holds (ids past 2**53, values cut short, bytes after the value, extension types), the
+    answer is the one the general reading gives."""
+    whole = msgpack.packb({"type": "result", "id": call_id, "value": value})
+    for frame in (whole, whole[: len(whole) - cut], whole + tail):
+        assert split_result(frame) == _split_any(frame)
+    for odd in (msgpack.ExtType(5, b"ab"), msgpack.Timestamp(1, 2)):
+        frame = msgpack.packb({"type": "result", "id": call_id % 2**53, "value": [odd]})
+        assert split_result(frame) == _split_any(frame) is not None
+
+
+def test_an_id_in_a_wider_encoding_than_needed_is_read() -> None:
+    """An id packed wider than msgpack's shortest form (uint 8 for 5) still splits."""
+    frame = b"\x83\xa4type\xa6result\xa2id\xcc\x05\xa5value\xa1v"
+    assert split_result(frame) == (5, msgpack.packb("v"))
 
 
 @pytest.mark.parametrize(
