@@ -60,6 +60,10 @@ class ClientPool:
         self._connect_timeout = connect_timeout
         self._idle_close = math.inf if idle_close is None else idle_close
         self._entries: dict[str, _Entry] = {}
+        #: Bumped whenever an endpoint's client is forgotten or replaced: what :meth:`ready`
+        #: returned stays its answer while this is unchanged and that client is still ready
+        #: (the supervisor's relay keeps its routes by it).
+        self.generation = 0
 
     async def get(self, endpoint: str) -> Client:
         """The client for ``endpoint``, connecting if needed.
@@ -98,6 +102,7 @@ class ClientPool:
         """Close the client of ``endpoint`` (its calls in flight fail with ``unavailable``)."""
         entry = self._entries.pop(endpoint, None)
         if entry is not None:
+            self.generation += 1
             entry.closing.set()
 
     def close_all(self) -> None:
@@ -115,6 +120,7 @@ class ClientPool:
         except Exception as exc:  # connect failures; the caller sees them as unavailable
             entry.error = exc
         finally:
+            self.generation += 1
             entry.client = None
             entry.ready.set()
             if self._entries.get(endpoint) is entry:
@@ -135,6 +141,7 @@ class ClientPool:
             # now): the whole period was quiet.
             if statistics.calls_started == started and not busy:
                 if self._entries.get(endpoint) is entry:
+                    self.generation += 1
                     del self._entries[endpoint]
                 return
             started, busy = statistics.calls_started, statistics.pending_calls > 0
