@@ -305,7 +305,15 @@ class Client:
     def _on_receive(self, peer: bytes, frames: list[bytes]) -> None:
         if len(frames) != 1:
             return  # a ROUTER never sends this; ignore rather than trust it
-        self._apply(self._protocol.receive(frames[0], self._pump.received_at))
+        protocol = self._protocol
+        encoded = protocol.receive_encoded(frames[0], self._pump.received_at)
+        if encoded is None:
+            self._apply(protocol.receive_decoded(frames[0], self._pump.received_at))
+            return
+        handle, value = encoded
+        if handle is not None:
+            # Only start_call's handles ask for an encoded result: a relay's, ended here.
+            handle.on_done(value, None)
 
     def _apply(self, events: list[Any]) -> None:
         reschedule = trio.lowlevel.reschedule

@@ -175,15 +175,31 @@ class ClientProtocol:
         self._encoded.discard(call_id)
         self._pending.pop(call_id, None)
 
-    def receive(self, frame: bytes, now: float) -> list[ClientEvent]:
+    def receive_encoded(self, frame: bytes, now: float) -> tuple[Any, bytes] | None:
+        """``frame`` read as the result of a call started with ``encoded_result``: its handle
+        (``None`` if that call was given up) and the value still encoded, as :meth:`receive`
+        would resolve it. ``None`` for any other frame, which is then :meth:`receive`'s to
+        read. A relay's receive path takes this first: no event list, no event."""
+        if not self._encoded or len(frame) > self.max_frame_bytes:
+            return None
+        split = split_result(frame)
+        if split is None or split[0] not in self._encoded:
+            return None
         self._last_heard = now
-        if self._encoded and len(frame) <= self.max_frame_bytes:
-            split = split_result(frame)
-            if split is not None and split[0] in self._encoded:
-                call_id, value = split
-                self._encoded.discard(call_id)
-                handle = self._pending.pop(call_id, None)
-                return [] if handle is None else [Resolved(handle, value=value)]
+        call_id, value = split
+        self._encoded.discard(call_id)
+        return self._pending.pop(call_id, None), value
+
+    def receive(self, frame: bytes, now: float) -> list[ClientEvent]:
+        encoded = self.receive_encoded(frame, now)
+        if encoded is not None:
+            handle, value = encoded
+            return [] if handle is None else [Resolved(handle, value=value)]
+        return self.receive_decoded(frame, now)
+
+    def receive_decoded(self, frame: bytes, now: float) -> list[ClientEvent]:
+        """:meth:`receive` for a frame :meth:`receive_encoded` did not take."""
+        self._last_heard = now
         try:
             message = decode(frame, max_frame_bytes=self.max_frame_bytes)
         except RemoteProtocolError:
