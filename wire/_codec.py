@@ -65,6 +65,10 @@ def encode(message: Message) -> bytes:
     Raises:
         LocalProtocolError: a value in the message cannot be represented in msgpack.
     """
+    if type(message) is Call:
+        return encode_call(
+            message.id, message.endpoint, message.args, message.deadline_ms, message.supersede
+        )
     return _pack(_to_map(message), message.KIND)
 
 
@@ -89,7 +93,16 @@ def encode_call(
     Raises:
         LocalProtocolError: an argument cannot be represented in msgpack.
     """
-    return _pack(_call_map(call_id, endpoint, args, deadline_ms, supersede), Call.KIND)
+    fields: dict[str, Any] = {"type": "call", "id": call_id, "endpoint": endpoint, "args": args}
+    if deadline_ms is not None:
+        fields["deadlineMs"] = deadline_ms
+    if supersede is not None:
+        fields["supersede"] = supersede
+    try:
+        frame: bytes = _PACKERS.packer.pack(fields)
+        return frame
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise LocalProtocolError(f"cannot encode call: {exc}") from exc
 
 
 def pack(value: Any) -> bytes:
@@ -110,27 +123,8 @@ def _result_map(call_id: int, value: Any) -> dict[str, Any]:
     return {"type": "result", "id": call_id, "value": value}
 
 
-def _call_map(
-    call_id: int,
-    endpoint: str,
-    args: Mapping[str, Any],
-    deadline_ms: float | None,
-    supersede: str | None,
-) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "call", "id": call_id, "endpoint": endpoint, "args": args}
-    if deadline_ms is not None:
-        out["deadlineMs"] = deadline_ms
-    if supersede is not None:
-        out["supersede"] = supersede
-    return out
-
-
 def _to_map(message: Message) -> dict[str, Any]:
     match message:
-        case Call():
-            return _call_map(
-                message.id, message.endpoint, message.args, message.deadline_ms, message.supersede
-            )
         case Result():
             return _result_map(message.id, message.value)
         case Error():

@@ -82,12 +82,12 @@ class DetachedCall:
         "_cancelled_at",
         "_end",
         "_now",
-        "_record",
         "_resume",
         "ended",
         "held",
         "on_abandon",
         "on_cancel",
+        "record",
     )
 
     def __init__(
@@ -98,7 +98,8 @@ class DetachedCall:
         resume: Callable[[DetachedCall, Callable[[], Awaitable[Any]]], None],
         now: Callable[[], float],
     ) -> None:
-        self._record = record
+        #: The server's record of the call (read only).
+        self.record = record
         self._end = end
         self._resume = resume
         self._now = now
@@ -116,18 +117,14 @@ class DetachedCall:
         self.on_abandon: Callable[[CancelReason], object] | None = None
 
     @property
-    def record(self) -> CallRecord:
-        return self._record
-
-    @property
     def deadline(self) -> float | None:
         """The call's deadline on the server's (trio) clock, or ``None``."""
-        return self._record.deadline
+        return self.record.deadline
 
     @property
     def overdue(self) -> bool:
         """Whether the call's deadline has passed."""
-        deadline = self._record.deadline
+        deadline = self.record.deadline
         return deadline is not None and self._now() >= deadline
 
     @property
@@ -138,7 +135,7 @@ class DetachedCall:
     @property
     def gives_up_at(self) -> float | None:
         """When the server stops waiting for the holder's answer (its clock), or ``None``."""
-        deadline = self._record.deadline
+        deadline = self.record.deadline
         if self.on_cancel is None or self.held:
             return deadline  # nothing was handed on: the deadline is the server's to answer
         limit = None if deadline is None else deadline + ANSWER_GRACE
@@ -148,14 +145,14 @@ class DetachedCall:
         return limit
 
     def succeed(self, value: Any) -> None:
-        self._finish(Result(id=self._record.call.id, value=value))
+        self._finish(Result(id=self.record.call.id, value=value))
 
     def succeed_encoded(self, value: bytes) -> None:
         """Answer with a value that is msgpack already (an owner's result, passed on)."""
-        self._finish(EncodedResult(id=self._record.call.id, value=value))
+        self._finish(EncodedResult(id=self.record.call.id, value=value))
 
     def fail(self, error: WireError) -> None:
-        self._finish(error_reply(self._record.call.id, error))
+        self._finish(error_reply(self.record.call.id, error))
 
     def cancelled(self, state: str | None = None) -> None:
         """Answer ``cancelled``, as a handler stopped by the call's cancel would: the holder
@@ -165,7 +162,7 @@ class DetachedCall:
             state: ``queued`` or ``running``, where the other server says the cancel found the
                 call (default: ``running``, as the call is here).
         """
-        record = self._record
+        record = self.record
         reason = record.cancel_reason
         if state not in ("queued", "running") or reason is None:
             self._finish(Interrupted.CANCELLED)
@@ -183,7 +180,7 @@ class DetachedCall:
         pass it on; the holder's answer ends the call (see the module docstring)."""
         if self.ended or self._cancelled_at is not None:
             return
-        record = self._record
+        record = self.record
         reason = record.cancel_reason or CancelReason.CALLER
         if reason is CancelReason.PEER_LOST:
             self._abandon(reason)  # nobody is left to answer: no frame goes out
@@ -213,17 +210,17 @@ class DetachedCall:
             return
         if self.held:
             self._abandon(CancelReason.DEADLINE)
-            self._finish(deadline_error(self._record.call.id, "queued"))
+            self._finish(deadline_error(self.record.call.id, "queued"))
             return
         if self.on_cancel is None:
             self._finish(Interrupted.DEADLINE)
             return
         waited_for = "its cancel" if self._cancelled_at is not None else "its deadline"
-        self._abandon(self._record.cancel_reason or CancelReason.DEADLINE)
+        self._abandon(self.record.cancel_reason or CancelReason.DEADLINE)
         self._finish(self._unknown(f"no answer came within {ANSWER_GRACE:g} s of {waited_for}"))
 
     def _unknown(self, why: str) -> Error:
-        record = self._record
+        record = self.record
         return error_reply(
             record.call.id,
             UnavailableError(
@@ -238,7 +235,7 @@ class DetachedCall:
             try:
                 hook(reason)
             except Exception:
-                log.exception("passing on the cancel of call %s failed", self._record.call.id)
+                log.exception("passing on the cancel of call %s failed", self.record.call.id)
 
     def _finish(self, outcome: Outcome) -> None:
         if not self.ended:

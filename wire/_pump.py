@@ -175,7 +175,8 @@ class SocketPump:
             if refusal is not None:
                 raise refusal
         self._outgoing.append((peer, _DroppableFrame(frame) if droppable else frame))
-        self._wake()
+        if self._sleeping:  # nearly every frame is queued while the pump is awake
+            self._wake()
 
     def _wake(self) -> None:
         if self._sleeping:

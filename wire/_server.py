@@ -417,8 +417,9 @@ class Server:
         self._timer.forget(call)
         # The record and the call refer to each other: unlinked, both die now, not as cyclic
         # garbage (a relay's collector was a fifth of its CPU and stalled every call).
-        call.record.handle = None
-        self._finish(call.record, outcome)
+        record = call.record
+        record.handle = None
+        self._finish(record, outcome)
 
     def _resume(
         self, spec: EndpointSpec, call: DetachedCall, handler: Callable[[], Awaitable[Any]]

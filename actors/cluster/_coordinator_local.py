@@ -160,7 +160,8 @@ class InProcessCoordinator:
 
     def current(self) -> ClusterView:
         """The current view, without a checkpoint (the supervisor's router reads it per call)."""
-        self._expire()
+        if trio.current_time() >= self._next_expiry:  # else _expire has nothing to do
+            self._expire()
         if self._view is None or self._view.revision != self._revision:
             self._view = ClusterView(
                 revision=self._revision,

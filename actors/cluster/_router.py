@@ -192,7 +192,7 @@ def _relay(
     a cancel is passed on and answered the same way (``wire/_detached.py``). ``on_end`` is
     called once the call has ended: answered or abandoned here, or, when it goes on to the
     task path (``retry``), once that ends (so the next write of its lane waits for it)."""
-    deadline = call.deadline
+    deadline = call.record.deadline
     # Clamped: a pause (a garbage collection, say) may have spent the budget since arrival,
     # and a negative deadlineMs is a bad request; 0 is answered deadline-exceeded unrun (§6).
     budget = None if deadline is None else max(0.0, deadline - trio.current_time()) * 1000
