@@ -324,11 +324,15 @@ class Server:
         args: dict[str, Any] = {}
         if self._stopping:
             failure = WireError("server is shutting down", code=ErrorCode.UNAVAILABLE)
-        elif (held := self._not_reading(record.peer)) is not None:
+        elif (
+            self._pump is not None
+            and self._pump.held.by_peer  # nearly always empty: no peer's replies are held
+            and (held := self._not_reading(record.peer)) is not None
+        ):
             failure = held
         elif endpoint is None:
             failure = UnknownEndpointError(f"unknown endpoint {call.endpoint!r}")
-        elif (refusal := self._refusal(endpoint.spec)) is not None:
+        elif self.security is not None and (refusal := self._refusal(endpoint.spec)) is not None:
             failure = UnauthorizedError(refusal, details={"endpoint": call.endpoint})
         else:
             try:
