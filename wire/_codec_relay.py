@@ -72,7 +72,9 @@ def split_result(frame: bytes) -> tuple[int, bytes] | None:
     other frame, which :func:`~wire._codec.decode` then reads (and rejects, if it is bad).
 
     A relay uses it to pass a result on without building its value: only the keys and the id
-    are decoded, the value is skipped over. Its shape is the final receiver's to check.
+    are read, and the value is only checked to be one whole msgpack object (a small one by
+    decoding it once, which costs less than skipping it with an unpacker; a large one is
+    skipped over). Its shape is the final receiver's to check.
     """
     if frame.startswith(_RESULT_HEAD):
         split = _split_as_encoded(frame)
