@@ -223,7 +223,11 @@ class Server:
         # A fresh reading per message, not the drain's start: a call's deadline is its arrival
         # plus the budget it carries, and an earlier arrival time would end it before the
         # caller's own deadline.
-        self._apply(self._protocol.receive(peer, frames[0], self._now()))
+        received = self._protocol.receive_call(peer, frames[0], self._now())
+        if isinstance(received, CallRecord):
+            self._offer(received)
+        else:
+            self._apply(received)
 
     def _note_caller(self, peer: bytes) -> None:
         """Remember the key of the connection that sent the message being handled. A peer
@@ -239,13 +243,9 @@ class Server:
     def _apply(self, events: list[ServerEvent]) -> None:
         for event in events:
             if type(event) is StartCall:
-                # Nearly every event: checked before the match, whose class patterns cost a
-                # few attribute lookups each.
-                record = event.record
-                if self._observing:
-                    record.received_at = self._now()
-                if not self._stage.offer(record):
-                    self._start(record)
+                # Checked before the match, whose class patterns cost a few attribute lookups
+                # each (most calls come as records, not events: see _on_receive).
+                self._offer(event.record)
                 continue
             match event:
                 case Send(peer, frame, droppable):
@@ -271,6 +271,13 @@ class Server:
                     log.info("peer %s dropped: %s", peer.hex(), reason, extra=fields)
                     if self._pump is not None and discard_frames:
                         self._pump.forget_peer(peer)
+
+    def _offer(self, record: CallRecord) -> None:
+        """Start an admitted call, unless the stage keeps it for later."""
+        if self._observing:
+            record.received_at = self._now()
+        if not self._stage.offer(record):
+            self._start(record)
 
     def _drop_stuck(self, peer: bytes) -> None:
         """``peer`` stopped reading and its backlog is full: drop it, and its backlog even

@@ -367,3 +367,23 @@ def test_a_peer_heard_within_the_interval_is_not_pinged(proto: ServerProtocol) -
         assert sent(proto.tick(beat)) == []
         assert sent(proto.receive(PEER, encode(Ping()), now=beat)) == [Pong()]
     assert sent(proto.tick(5.4)) == [Ping()]  # silent since 3.9
+
+
+def test_receive_call_returns_an_admitted_call_as_its_record(proto: ServerProtocol) -> None:
+    """``receive_call`` hands a call admitted with nothing else to do back as its record (what
+    ``receive`` wraps in a StartCall), and everything else as the events ``receive`` gives: a
+    supersede's cancel of the older call with its start, a refusal, a ping's pong."""
+    frame = encode(Call(id=1, endpoint="a/b", args={"x": 1}))
+    record = proto.receive_call(PEER, frame, 0.0)
+    assert not isinstance(record, list)
+    assert (record.call.id, record.call.args, record.peer) == (1, {"x": 1}, PEER)
+    assert proto.in_flight == 1
+    [older] = started(call(proto, 2, supersede="k"))
+    events = proto.receive_call(PEER, encode(Call(id=3, endpoint="a/b", supersede="k")), 0.0)
+    assert isinstance(events, list)
+    assert [type(e) for e in events] == [CancelCall, StartCall]
+    assert events[0].record is older.record  # type: ignore[union-attr]
+    refused = proto.receive_call(PEER, encode(Call(id=1, endpoint="a/b")), 0.0)
+    assert isinstance(refused, list)
+    assert [type(e) for e in refused] == [Send]  # id 1 is in flight: a bad request
+    assert proto.receive_call(PEER, encode(Ping()), 0.0) == [Send(PEER, encode(Pong()))]
