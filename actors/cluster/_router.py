@@ -279,11 +279,10 @@ class _OwnerRoutes:
     pool generation (a shard hash, a claim and a pool lookup per call were a tenth of the
     relay's own cost)."""
 
-    __slots__ = ("_connected", "_found_in", "_pool", "_routes")
+    __slots__ = ("_found_in", "_pool", "_routes")
 
-    def __init__(self, pool: ClientPool, connected: Callable[[str], Client | None]) -> None:
+    def __init__(self, pool: ClientPool) -> None:
         self._pool = pool
-        self._connected = connected
         self._routes: dict[str, tuple[str, Client]] = {}
         self._found_in: tuple[ClusterView | None, int] = (None, -1)
 
@@ -302,13 +301,21 @@ class _OwnerRoutes:
         claim = current.owner(shard_of(agent_id, current.shard_count))
         if claim is None:
             return None
-        client = self._connected(claim.endpoint)
+        client = self.connected(claim.endpoint)
         if client is None:
             return None
         if len(self._routes) >= _MAX_ROUTES:
             self._routes.clear()
         route = self._routes[agent_id] = (claim.worker_id, client)
         return route
+
+    def connected(self, endpoint: str) -> Client | None:
+        """The worker's client if it is connected; else ``None``, and a connection is started
+        (the call takes the task path, which waits for it; later calls find it ready)."""
+        client = self._pool.ready(endpoint)
+        if client is None:
+            self._pool.connect_soon(endpoint)
+        return client
 
 
 class _ForwardEndpoint(Endpoint):
@@ -356,15 +363,8 @@ def forwarding_registry(
     lanes = Lanes(writes_per_agent)
     active_lanes = lanes.active
 
-    def connected(endpoint: str) -> Client | None:
-        """The worker's client if it is connected; else ``None``, and a connection is started
-        (the call takes the task path, which waits for it; later calls find it ready)."""
-        client = pool.ready(endpoint)
-        if client is None:
-            pool.connect_soon(endpoint)
-        return client
-
-    ready_owner = _OwnerRoutes(pool, connected).ready_owner
+    routes = _OwnerRoutes(pool)
+    ready_owner, connected = routes.ready_owner, routes.connected
 
     def relayer(name: str, mutates: bool) -> Callable[[CallContext, dict[str, Any]], Any]:
         def relay(context: CallContext, args: dict[str, Any]) -> Any:

@@ -8,7 +8,6 @@ from pathlib import Path
 import trio
 
 from actors.cluster._coordinator import Claim, ClusterView
-from actors.cluster._pool import ClientPool
 from actors.cluster._router import _OwnerRoutes
 from tests.actors.cluster.test_pool import pool_beside_a_server
 
@@ -20,16 +19,6 @@ def _view(revision: int, endpoint: str, worker_id: str = "w1") -> ClusterView:
     return ClusterView(revision=revision, shard_count=SHARDS, claims=(claim,))
 
 
-def _routes(pool: ClientPool) -> _OwnerRoutes:
-    def connected(endpoint: str) -> object:
-        client = pool.ready(endpoint)
-        if client is None:
-            pool.connect_soon(endpoint)
-        return client
-
-    return _OwnerRoutes(pool, connected)  # type: ignore[arg-type]
-
-
 async def test_a_route_is_the_owners_connected_client_until_the_pool_lets_it_go(
     tmp_path: Path,
 ) -> None:
@@ -38,7 +27,7 @@ async def test_a_route_is_the_owners_connected_client_until_the_pool_lets_it_go(
     the client that is saying bye, even before that client knows it is closed."""
     address = f"ipc://{tmp_path}/s.sock"
     async with pool_beside_a_server(address, None) as (_, _, pool):
-        routes = _routes(pool)
+        routes = _OwnerRoutes(pool)
         view = _view(1, address)
         assert routes.ready_owner(view, "a1") is None  # not connected yet: one is started
         with trio.fail_after(10):
@@ -58,7 +47,7 @@ async def test_a_new_view_moves_the_route_to_the_new_owner(tmp_path: Path) -> No
     old, new = f"ipc://{tmp_path}/old.sock", f"ipc://{tmp_path}/new.sock"
     async with pool_beside_a_server(old, None) as (_, _, pool):
         async with pool_beside_a_server(new, None):
-            routes = _routes(pool)
+            routes = _OwnerRoutes(pool)
             with trio.fail_after(10):
                 old_client, new_client = await pool.get(old), await pool.get(new)
             assert routes.ready_owner(_view(1, old), "a1") == ("w1", old_client)
