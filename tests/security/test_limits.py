@@ -9,6 +9,8 @@ from typing import Any
 import msgpack
 import pytest
 import trio
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from actors._config import Config, ConfigError, load_config
 from tests.security._helpers import RawPeer, runtime_server
@@ -26,7 +28,13 @@ from wire import (
     open_client,
 )
 from wire._codec import decode
-from wire._limits import ArgumentLimits, check_arguments, salvage_call_id
+from wire._limits import (
+    ArgumentLimits,
+    _first_exceeded,
+    _within,
+    check_arguments,
+    salvage_call_id,
+)
 from wire._messages import Call
 from wire._server_events import Send
 from wire._server_protocol import ServerProtocol
@@ -175,6 +183,32 @@ def test_check_arguments_items_edge() -> None:
     exceeded = check_arguments({"a": [1, 2], "m": {"k": [1, 2, 3, 4]}}, limits)
     assert exceeded is not None and (exceeded.path, exceeded.limit) == ("m.k", 3)
     assert check_arguments({"a": 1, "b": 2, "c": 3, "d": 4}, limits) is not None
+
+
+_ARG_VALUES = st.recursive(
+    st.none() | st.integers(0, 9) | st.text(max_size=2),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=2), children, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+@given(
+    args=st.dictionaries(st.text(max_size=2), _ARG_VALUES, max_size=5),
+    max_depth=st.integers(0, 5),
+    max_items=st.integers(0, 5),
+)
+@example(args={"a": [[1]], "b": {"c": [1, 2, 3]}}, max_depth=3, max_items=2)
+def test_check_arguments_quick_walk_agrees_with_the_located_one(
+    args: dict[str, Any], max_depth: int, max_items: int
+) -> None:
+    """The walk without paths passes exactly the arguments the walk that names the place
+    passes; whatever breaks a limit is reported as that walk reports it."""
+    limits = ArgumentLimits(max_depth=max_depth, max_items=max_items)
+    located = _first_exceeded(args, limits)
+    assert _within(args, max_depth, max_items) is (located is None)
+    assert check_arguments(args, limits) == located
 
 
 def test_check_arguments_is_not_recursive() -> None:
