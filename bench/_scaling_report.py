@@ -121,6 +121,23 @@ def _paired(runs: list[dict[str, Any]], base: list[dict[str, Any]], key: str) ->
     return statistics.median(values) if values else None
 
 
+def _against_floor(
+    hop: list[dict[str, Any]], floor: list[dict[str, Any]]
+) -> dict[str, float | None]:
+    """The supervisor's CPU per relayed call against the floor relay's (its whole CPU: it has
+    no idle work), per repeat."""
+    paired = [
+        ratio
+        for h, f in zip(hop, floor, strict=True)
+        if (ratio := _ratio(h["supervisorBusyCpuUsPerCall"], f["serverCpuUsPerCall"])) is not None
+    ]
+    return {
+        "supervisorCpuUsPerCall": _median(hop, "supervisorBusyCpuUsPerCall"),
+        "floorCpuUsPerCall": _median(floor, "serverCpuUsPerCall"),
+        "supervisorVsFloor": statistics.median(paired) if paired else None,
+    }
+
+
 def build_report(
     settings: argparse.Namespace, samples: dict[str, list[dict[str, Any]]]
 ) -> dict[str, Any]:
@@ -157,6 +174,9 @@ def build_report(
                 "busyCpuPerCall": _paired(hop, direct, "serverBusyCpuUsPerCall"),
                 "extraBusyCpuUsPerCall": statistics.median(extra) if extra else None,
             }
+            floor = samples.get(f"{kind}/floor/{workers}")
+            if floor:
+                ratios[f"{kind}/hopVsFloor/{workers}"] = _against_floor(hop, floor)
         # Issue 7 §4, with clients routing by the shard map (no extra hop).
         for workers in settings.workers[1:]:
             flat = ratios[f"{kind}/direct/{workers}"]["busyCpuPerCallVsOne"]
@@ -191,6 +211,7 @@ def build_report(
             "generator": settings.generator,
             "spread": settings.spread,
             "ioThreads": settings.io_threads,
+            "relayFloor": bool(getattr(settings, "relay_floor", False)),
             "agents": AGENTS,
             "durability": "flush",
         },
@@ -224,6 +245,11 @@ def plot(report: dict[str, Any], path: Path) -> None:
         right.plot(workers, throughput, "-o", label=f"{kind} throughput")
         right.plot(workers, cpu, "--s", label=f"{kind} CPU/call")
         hop_ratios += [r for r in throughput + cpu if r is not None]
+        floors = [report["ratios"].get(f"{kind}/hopVsFloor/{w}") for w in workers]
+        if all(floors):
+            vs_floor = [f["supervisorVsFloor"] for f in floors if f is not None]
+            right.plot(workers, vs_floor, ":^", label=f"{kind} supervisor ÷ floor CPU")
+            hop_ratios += [r for r in vs_floor if r is not None]
     left.set(xlabel="workers", ylabel="calls/s (median)", title="Throughput", xticks=workers)
     # Log scale: echo (tens of µs) and candidates (hundreds) share the panel, and a flat line
     # (the issue's target) reads as flat for both.
@@ -236,7 +262,10 @@ def plot(report: dict[str, Any], path: Path) -> None:
     )
     right.axhline(1.0, color="grey", linewidth=0.8)
     right.set(
-        xlabel="workers", ylabel="hop ÷ direct", title="Cost of the extra hop", xticks=workers
+        xlabel="workers",
+        ylabel="hop ÷ direct; supervisor ÷ floor relay",
+        title="Cost of the extra hop",
+        xticks=workers,
     )
     # Headroom above the highest ratio for the legend, which otherwise covers the lines.
     right.set_ylim(0, 1.5 * max(hop_ratios, default=1.0))

@@ -2,7 +2,7 @@
 
 ``python -m bench.scaling [--quick] [--workers 1,2,4] [--duration S] [--repeats R]
 [--in-flight N] [--generators G] [--generator zmtp|raw|client] [--spread workers|agents]
-[--io-threads batch|normal] [--out PATH]``
+[--io-threads batch|normal] [--no-relay-floor] [--out PATH]``
 
 For each worker count it starts ``agent-actors serve --workers N`` (a supervisor and N worker
 processes on ipc endpoints under a temporary data directory), creates 64 agents spread over
@@ -13,6 +13,11 @@ the shards, and drives two endpoints, ``diagnostics/echo`` (64 B payload) and
   extra hop);
 - ``direct``: the load generator routes by the shard map of ``system/describe`` and calls the
   owning worker itself (zero hops).
+
+The echo calls also go through the floor relay (``bench/_relay_floor.py``; ``--no-relay-floor``
+skips it), a blocking pyzmq+msgpack loop in front of the same workers that keeps none of the
+supervisor's promises: ``echo/floor/<N>`` is its CPU per call (about the least a relay written
+in Python pays on this host), and ``echo/hopVsFloor/<N>`` sets the supervisor's against it.
 
 The load runs in separate processes (``--generators``, default 1), each keeping ``--in-flight``
 calls outstanding (256 by default) for ``--duration`` seconds (``bench._scaling_load``), dealt
@@ -68,6 +73,7 @@ from bench._common import (
     target_rows,
     write_json,
 )
+from bench._relay_floor import floor_relay
 from bench._scaling_generate import generator_argv, generator_main
 from bench._scaling_load import (
     ENDPOINTS,
@@ -272,6 +278,8 @@ def run(settings: argparse.Namespace) -> dict[str, Any]:
     steal, clock = steal_seconds(), time.perf_counter()
     with contextlib.ExitStack() as stack:
         clusters: dict[int, tuple[subprocess.Popen[bytes], str, Path]] = {}
+        #: Per worker count, the floor relay's pid and address (bench/_relay_floor.py).
+        floors: dict[int, tuple[int, str]] = {}
         for workers in settings.workers:
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="aa-scale-")))
             process, address = _start_cluster(workers, tmp, settings.io_threads)
@@ -279,6 +287,10 @@ def run(settings: argparse.Namespace) -> dict[str, Any]:
             agents_file = tmp / "agents.json"
             agents_file.write_text(json.dumps(trio.run(_create_agents, address, tmp)))
             clusters[workers] = (process, address, agents_file)
+            if settings.relay_floor:
+                agents = json.loads(agents_file.read_text())
+                floor = floor_relay(tmp, address, agents, settings.io_threads)
+                floors[workers] = stack.enter_context(floor)
         idle = {w: _idle_cpu_rates(process.pid) for w, (process, _, _) in clusters.items()}
         for repeat in range(settings.repeats):
             for kind in ENDPOINTS:
@@ -289,16 +301,30 @@ def run(settings: argparse.Namespace) -> dict[str, Any]:
                             address, mode, kind, agents_file, settings, process.pid, idle[workers]
                         )
                         samples.setdefault(key, []).append(result)
-                        progress(
-                            f"repeat {repeat + 1} {key}: "
-                            f"{result['callsPerSecond']:.0f} calls/s, "
-                            f"{result['serverBusyCpuUsPerCall'] or 0:.0f} µs server CPU/call"
-                            f" (generator {result['generatorCpuUsPerCall'] or 0:.0f})"
-                            + _latency_text(result)
-                        )
+                        _progress(repeat, key, result)
+                if kind != "echo":
+                    continue
+                for workers, (pid, floor_address) in floors.items():
+                    # The relay has no idle work to subtract: it sleeps in a poll.
+                    key = f"echo/floor/{workers}"
+                    agents_file = clusters[workers][2]
+                    result = _run_load(
+                        floor_address, "hop", kind, agents_file, settings, pid, (0.0, 0.0)
+                    )
+                    samples.setdefault(key, []).append(result)
+                    _progress(repeat, key, result)
     report = build_report(settings, samples)
     record_steal(report["machine"], steal, time.perf_counter() - clock)
     return report
+
+
+def _progress(repeat: int, key: str, result: dict[str, Any]) -> None:
+    progress(
+        f"repeat {repeat + 1} {key}: "
+        f"{result['callsPerSecond']:.0f} calls/s, "
+        f"{result['serverBusyCpuUsPerCall'] or 0:.0f} µs server CPU/call"
+        f" (generator {result['generatorCpuUsPerCall'] or 0:.0f})" + _latency_text(result)
+    )
 
 
 def _stop_cluster(process: subprocess.Popen[bytes]) -> None:
@@ -383,6 +409,14 @@ def main(argv: list[str] | None = None) -> int:
         choices=IO_THREAD_POLICIES,
         default="batch",
         help="serve --io-threads: how the server's ZeroMQ I/O threads are scheduled",
+    )
+    parser.add_argument(
+        "--relay-floor",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also relay the echo calls through the floor relay (bench/_relay_floor.py: a "
+        "blocking pyzmq loop that keeps no promise), to set the supervisor's CPU per relayed "
+        "call against it (default on)",
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     settings = parser.parse_args(argv)

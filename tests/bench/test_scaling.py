@@ -13,6 +13,7 @@ from typing import Any
 import msgpack
 import pytest
 import trio
+import zmq
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # bench/ is not an installed package (pyproject lists actors, wire)
@@ -20,6 +21,7 @@ if str(ROOT) not in sys.path:  # bench/ is not an installed package (pyproject l
 
 from actors.cluster import rendezvous_owner, shard_of  # noqa: E402
 from bench import scaling  # noqa: E402
+from bench._relay_floor import floor_relay  # noqa: E402
 from bench._scaling_load import (  # noqa: E402
     ENDPOINTS,
     call_frames,
@@ -88,6 +90,20 @@ def test_report_meets_the_targets_when_cpu_is_flat_and_two_workers_scale() -> No
     assert report["allPassed"] is True
     assert report["settings"]["generator"] == "raw"
     assert report["medians"]["echo/direct/1"]["generatorCpuUsPerCall"] == 20.0
+
+
+def test_report_sets_the_supervisor_against_the_floor_relay() -> None:
+    """Where the floor relay ran, the supervisor's own CPU per relayed call is set against the
+    floor relay's whole CPU per call, repeat by repeat; where it did not, there is no ratio."""
+    samples = _samples({1: (1000, 100), 2: (1800, 105)})
+    samples["echo/floor/1"] = [_sample(900, 0.0) | {"serverCpuUsPerCall": 60.0}]
+    report = build_report(_settings([1, 2]), samples)
+    floor = report["ratios"]["echo/hopVsFloor/1"]
+    assert floor["supervisorCpuUsPerCall"] == pytest.approx(150)
+    assert floor["floorCpuUsPerCall"] == pytest.approx(60)
+    assert floor["supervisorVsFloor"] == pytest.approx(2.5)
+    assert "echo/hopVsFloor/2" not in report["ratios"]
+    assert "candidates/hopVsFloor/1" not in report["ratios"]
 
 
 def test_report_misses_when_cpu_per_call_grows_or_two_workers_do_not_scale() -> None:
@@ -161,6 +177,12 @@ def test_routes_follow_the_shard_map_and_refuse_an_unowned_shard() -> None:
         resolve_routes(cluster, agents)
 
 
+async def _cluster_map(address: str) -> dict[str, Any]:
+    async with open_client(address) as client:
+        described = await client.call("system/describe")
+    return dict(described["cluster"])
+
+
 async def _supervisor_calls(address: str) -> int:
     async with open_client(address) as client:
         stats = await client.call("system/stats")
@@ -204,6 +226,53 @@ def test_generator_routes_direct_calls_past_the_supervisor(
     hop_calls, hop = counted["hop"]
     assert direct_calls == 2  # system/describe (the shard map) and the second system/stats
     assert hop_calls >= hop["calls"]
+
+
+def test_floor_relay_routes_by_the_shard_map_and_gives_back_the_callers_ids(
+    tmp_path: Path,
+) -> None:
+    """The floor relay sends each call to the worker that owns its agent, past the
+    supervisor, and answers with the caller's own call id; an agent it cannot route is
+    refused."""
+    process, address = scaling._start_cluster(2, tmp_path)
+    try:
+        agents = trio.run(scaling._create_agents, address, tmp_path)
+        before = trio.run(_supervisor_calls, address)
+        with floor_relay(tmp_path, address, agents) as (_, front):
+            context: zmq.Context[Any] = zmq.Context()
+            socket = context.socket(zmq.DEALER)
+            socket.setsockopt(zmq.LINGER, 0)
+            socket.setsockopt(zmq.RCVTIMEO, 10_000)
+            try:
+                socket.connect(front)
+                socket.send(msgpack.packb({"type": "hello", "versions": [1], "name": "t"}))
+                assert msgpack.unpackb(socket.recv())["type"] == "welcome"
+                calls = {100 + i: agent for i, agent in enumerate(agents[:16])}
+                calls[99] = "no-such-agent"
+                for call_id, agent in calls.items():
+                    args = {"agentId": agent, "payload": f"p{call_id}".encode()}
+                    frame = {"type": "call", "id": call_id, "endpoint": "diagnostics/echo"}
+                    socket.send(msgpack.packb(frame | {"args": args}))
+                answers = {}
+                while len(answers) < len(calls):
+                    answer = msgpack.unpackb(socket.recv())
+                    answers[answer["id"]] = answer
+            finally:
+                socket.close()
+                context.term()
+        after = trio.run(_supervisor_calls, address)
+        cluster = trio.run(_cluster_map, address)
+    finally:
+        scaling._stop_cluster(process)
+    assert len(set(resolve_routes(cluster, agents[:16]).values())) == 2  # both workers answered
+    assert answers.pop(99)["code"] == "bad-request"
+    assert answers == {
+        call_id: {"type": "result", "id": call_id, "value": f"p{call_id}".encode()}
+        for call_id in calls
+        if call_id != 99
+    }
+    # The floor's read of the shard map and the second system/stats: no call took the hop.
+    assert after - before == 2
 
 
 def test_agents_spread_calls_every_agent_in_turn_from_every_slot() -> None:
