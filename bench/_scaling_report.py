@@ -15,9 +15,19 @@ from typing import Any
 from bench._common import Target, machine_info
 from bench._scaling_load import ENDPOINTS
 
-__all__ = ["AGENTS", "MEDIAN_KEYS", "MODES", "build_report", "plot", "summarize_sample"]
+__all__ = [
+    "AGENTS",
+    "FLOOR_MODES",
+    "MEDIAN_KEYS",
+    "MODES",
+    "build_report",
+    "plot",
+    "summarize_sample",
+]
 
 MODES = ("hop", "direct")
+#: The floor relay's loops (``bench/_relay_floor.py``) and the mode each one's samples go under.
+FLOOR_MODES = {"blocking": "floor", "pumps": "floorPumps"}
 AGENTS = 64
 #: Per-sample figures whose medians are reported (µs per call unless named otherwise).
 MEDIAN_KEYS = (
@@ -122,19 +132,30 @@ def _paired(runs: list[dict[str, Any]], base: list[dict[str, Any]], key: str) ->
 
 
 def _against_floor(
-    hop: list[dict[str, Any]], floor: list[dict[str, Any]]
+    hop: list[dict[str, Any]],
+    floor: list[dict[str, Any]],
+    pumps: list[dict[str, Any]] | None,
 ) -> dict[str, float | None]:
-    """The supervisor's CPU per relayed call against the floor relay's (its whole CPU: it has
-    no idle work), per repeat."""
-    paired = [
-        ratio
-        for h, f in zip(hop, floor, strict=True)
-        if (ratio := _ratio(h["supervisorBusyCpuUsPerCall"], f["serverCpuUsPerCall"])) is not None
-    ]
+    """The supervisor's CPU per relayed call against the floor relay's, blocking and on pumps
+    (their whole CPU: they have no idle work), paired per repeat."""
+
+    def against(runs: list[dict[str, Any]] | None) -> float | None:
+        if not runs:
+            return None
+        paired = [
+            ratio
+            for h, f in zip(hop, runs, strict=True)
+            if (ratio := _ratio(h["supervisorBusyCpuUsPerCall"], f["serverCpuUsPerCall"]))
+            is not None
+        ]
+        return statistics.median(paired) if paired else None
+
     return {
         "supervisorCpuUsPerCall": _median(hop, "supervisorBusyCpuUsPerCall"),
         "floorCpuUsPerCall": _median(floor, "serverCpuUsPerCall"),
-        "supervisorVsFloor": statistics.median(paired) if paired else None,
+        "supervisorVsFloor": against(floor),
+        "pumpsFloorCpuUsPerCall": _median(pumps, "serverCpuUsPerCall") if pumps else None,
+        "supervisorVsPumpsFloor": against(pumps),
     }
 
 
@@ -176,7 +197,8 @@ def build_report(
             }
             floor = samples.get(f"{kind}/floor/{workers}")
             if floor:
-                ratios[f"{kind}/hopVsFloor/{workers}"] = _against_floor(hop, floor)
+                pumps = samples.get(f"{kind}/floorPumps/{workers}")
+                ratios[f"{kind}/hopVsFloor/{workers}"] = _against_floor(hop, floor, pumps)
         # Issue 7 §4, with clients routing by the shard map (no extra hop).
         for workers in settings.workers[1:]:
             flat = ratios[f"{kind}/direct/{workers}"]["busyCpuPerCallVsOne"]
@@ -246,10 +268,15 @@ def plot(report: dict[str, Any], path: Path) -> None:
         right.plot(workers, cpu, "--s", label=f"{kind} CPU/call")
         hop_ratios += [r for r in throughput + cpu if r is not None]
         floors = [report["ratios"].get(f"{kind}/hopVsFloor/{w}") for w in workers]
-        if all(floors):
-            vs_floor = [f["supervisorVsFloor"] for f in floors if f is not None]
-            right.plot(workers, vs_floor, ":^", label=f"{kind} supervisor ÷ floor CPU")
-            hop_ratios += [r for r in vs_floor if r is not None]
+        for key, style, what in (
+            ("supervisorVsFloor", ":^", "blocking"),
+            ("supervisorVsPumpsFloor", ":v", "pumps"),
+        ):
+            vs_floor = [f.get(key) if f else None for f in floors]
+            if all(r is not None for r in vs_floor):
+                label = f"{kind} supervisor ÷ {what} floor, CPU"
+                right.plot(workers, vs_floor, style, label=label)
+                hop_ratios += [r for r in vs_floor if r is not None]
     left.set(xlabel="workers", ylabel="calls/s (median)", title="Throughput", xticks=workers)
     # Log scale: echo (tens of µs) and candidates (hundreds) share the panel, and a flat line
     # (the issue's target) reads as flat for both.
@@ -268,12 +295,12 @@ def plot(report: dict[str, Any], path: Path) -> None:
         xticks=workers,
     )
     # Headroom above the highest ratio for the legend, which otherwise covers the lines.
-    right.set_ylim(0, 1.5 * max(hop_ratios, default=1.0))
+    right.set_ylim(0, 2.2 * max(hop_ratios, default=1.0))
     for axis in (left, middle, right):
         axis.grid(alpha=0.3)
     left.legend()
     middle.legend()
-    right.legend(loc="upper left", ncol=2)
+    right.legend(loc="upper left", fontsize="x-small")
     settings = report["settings"]
     figure.suptitle(
         f"agent-actors scale-out ({os.cpu_count()} cores, {settings['generator']} load "

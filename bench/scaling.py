@@ -15,9 +15,10 @@ the shards, and drives two endpoints, ``diagnostics/echo`` (64 B payload) and
   owning worker itself (zero hops).
 
 The echo calls also go through the floor relay (``bench/_relay_floor.py``; ``--no-relay-floor``
-skips it), a blocking pyzmq+msgpack loop in front of the same workers that keeps none of the
-supervisor's promises: ``echo/floor/<N>`` is its CPU per call (about the least a relay written
-in Python pays on this host), and ``echo/hopVsFloor/<N>`` sets the supervisor's against it.
+skips it), a pyzmq+msgpack relay in front of the same workers that keeps none of the
+supervisor's promises, run two ways: ``echo/floor/<N>`` as one blocking loop (about the least a
+relay written in Python pays on this host), ``echo/floorPumps/<N>`` in ``wire``'s socket pumps
+under trio; ``echo/hopVsFloor/<N>`` sets the supervisor's CPU per relayed call against both.
 
 The load runs in separate processes (``--generators``, default 1), each keeping ``--in-flight``
 calls outstanding (256 by default) for ``--duration`` seconds (``bench._scaling_load``), dealt
@@ -81,7 +82,14 @@ from bench._scaling_load import (
     SPREADS,
     STARTED,
 )
-from bench._scaling_report import AGENTS, MODES, build_report, plot, summarize_sample
+from bench._scaling_report import (
+    AGENTS,
+    FLOOR_MODES,
+    MODES,
+    build_report,
+    plot,
+    summarize_sample,
+)
 from wire import IO_THREAD_POLICIES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -278,8 +286,9 @@ def run(settings: argparse.Namespace) -> dict[str, Any]:
     steal, clock = steal_seconds(), time.perf_counter()
     with contextlib.ExitStack() as stack:
         clusters: dict[int, tuple[subprocess.Popen[bytes], str, Path]] = {}
-        #: Per worker count, the floor relay's pid and address (bench/_relay_floor.py).
-        floors: dict[int, tuple[int, str]] = {}
+        #: Per sample key (``echo/floor/<n>``, ``echo/floorPumps/<n>``), a floor relay's pid
+        #: and address (bench/_relay_floor.py) and the worker count it serves.
+        floors: dict[str, tuple[int, str, int]] = {}
         for workers in settings.workers:
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="aa-scale-")))
             process, address = _start_cluster(workers, tmp, settings.io_threads)
@@ -289,8 +298,9 @@ def run(settings: argparse.Namespace) -> dict[str, Any]:
             clusters[workers] = (process, address, agents_file)
             if settings.relay_floor:
                 agents = json.loads(agents_file.read_text())
-                floor = floor_relay(tmp, address, agents, settings.io_threads)
-                floors[workers] = stack.enter_context(floor)
+                for loop, name in FLOOR_MODES.items():
+                    floor = floor_relay(tmp, address, agents, settings.io_threads, loop)
+                    floors[f"echo/{name}/{workers}"] = (*stack.enter_context(floor), workers)
         idle = {w: _idle_cpu_rates(process.pid) for w, (process, _, _) in clusters.items()}
         for repeat in range(settings.repeats):
             for kind in ENDPOINTS:
@@ -304,9 +314,8 @@ def run(settings: argparse.Namespace) -> dict[str, Any]:
                         _progress(repeat, key, result)
                 if kind != "echo":
                     continue
-                for workers, (pid, floor_address) in floors.items():
+                for key, (pid, floor_address, workers) in floors.items():
                     # The relay has no idle work to subtract: it sleeps in a poll.
-                    key = f"echo/floor/{workers}"
                     agents_file = clusters[workers][2]
                     result = _run_load(
                         floor_address, "hop", kind, agents_file, settings, pid, (0.0, 0.0)

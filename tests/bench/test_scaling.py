@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:  # bench/ is not an installed package (pyproject l
 
 from actors.cluster import rendezvous_owner, shard_of  # noqa: E402
 from bench import scaling  # noqa: E402
-from bench._relay_floor import floor_relay  # noqa: E402
+from bench._relay_floor import LOOPS, floor_relay  # noqa: E402
 from bench._scaling_load import (  # noqa: E402
     ENDPOINTS,
     call_frames,
@@ -97,12 +97,19 @@ def test_report_sets_the_supervisor_against_the_floor_relay() -> None:
     floor relay's whole CPU per call, repeat by repeat; where it did not, there is no ratio."""
     samples = _samples({1: (1000, 100), 2: (1800, 105)})
     samples["echo/floor/1"] = [_sample(900, 0.0) | {"serverCpuUsPerCall": 60.0}]
-    report = build_report(_settings([1, 2]), samples)
+    samples["echo/floorPumps/1"] = [_sample(900, 0.0) | {"serverCpuUsPerCall": 100.0}]
+    samples["echo/floor/2"] = [_sample(900, 0.0) | {"serverCpuUsPerCall": 75.0}]
+    report = build_report(_settings([1, 2, 4]), samples | _samples({4: (2000, 109)}))
     floor = report["ratios"]["echo/hopVsFloor/1"]
     assert floor["supervisorCpuUsPerCall"] == pytest.approx(150)
     assert floor["floorCpuUsPerCall"] == pytest.approx(60)
     assert floor["supervisorVsFloor"] == pytest.approx(2.5)
-    assert "echo/hopVsFloor/2" not in report["ratios"]
+    assert floor["pumpsFloorCpuUsPerCall"] == pytest.approx(100)
+    assert floor["supervisorVsPumpsFloor"] == pytest.approx(1.5)
+    without_pumps = report["ratios"]["echo/hopVsFloor/2"]
+    assert without_pumps["supervisorVsFloor"] == pytest.approx(2.0)
+    assert without_pumps["supervisorVsPumpsFloor"] is None
+    assert "echo/hopVsFloor/4" not in report["ratios"]
     assert "candidates/hopVsFloor/1" not in report["ratios"]
 
 
@@ -228,17 +235,18 @@ def test_generator_routes_direct_calls_past_the_supervisor(
     assert hop_calls >= hop["calls"]
 
 
+@pytest.mark.parametrize("loop", LOOPS)
 def test_floor_relay_routes_by_the_shard_map_and_gives_back_the_callers_ids(
-    tmp_path: Path,
+    tmp_path: Path, loop: str
 ) -> None:
-    """The floor relay sends each call to the worker that owns its agent, past the
-    supervisor, and answers with the caller's own call id; an agent it cannot route is
+    """Either loop of the floor relay sends each call to the worker that owns its agent, past
+    the supervisor, and answers with the caller's own call id; an agent it cannot route is
     refused."""
     process, address = scaling._start_cluster(2, tmp_path)
     try:
         agents = trio.run(scaling._create_agents, address, tmp_path)
         before = trio.run(_supervisor_calls, address)
-        with floor_relay(tmp_path, address, agents) as (_, front):
+        with floor_relay(tmp_path, address, agents, "batch", loop) as (_, front):
             context: zmq.Context[Any] = zmq.Context()
             socket = context.socket(zmq.DEALER)
             socket.setsockopt(zmq.LINGER, 0)
