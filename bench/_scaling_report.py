@@ -195,9 +195,9 @@ def build_report(
                 "busyCpuPerCall": _paired(hop, direct, "serverBusyCpuUsPerCall"),
                 "extraBusyCpuUsPerCall": statistics.median(extra) if extra else None,
             }
-            floor = samples.get(f"{kind}/floor/{workers}")
+            floor = samples.get(f"{kind}/{FLOOR_MODES['blocking']}/{workers}")
             if floor:
-                pumps = samples.get(f"{kind}/floorPumps/{workers}")
+                pumps = samples.get(f"{kind}/{FLOOR_MODES['pumps']}/{workers}")
                 ratios[f"{kind}/hopVsFloor/{workers}"] = _against_floor(hop, floor, pumps)
         # Issue 7 §4, with clients routing by the shard map (no extra hop).
         for workers in settings.workers[1:]:
