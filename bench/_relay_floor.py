@@ -29,7 +29,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgpack
 import trio
@@ -44,6 +44,8 @@ READY_PREFIX = "bench-relay-floor: serving on"
 LOOPS = ("blocking", "pumps")
 #: High-water marks: the generators keep hundreds of calls in flight through one connection.
 _HWM = 100_000
+#: A worker's end of the relay: its socket (the blocking loop) or its pump.
+_Backend = TypeVar("_Backend")
 
 
 def _socket(context: zmq.Context[Any], kind: int) -> zmq.Socket[bytes]:
@@ -61,6 +63,18 @@ def _welcomed(socket: zmq.Socket[bytes]) -> bytes:
         frame = socket.recv()
         if msgpack.unpackb(frame).get("type") == "welcome":
             return frame
+
+
+def _owner(message: dict[str, Any], by_agent: dict[str, _Backend]) -> _Backend | None:
+    """Where a call goes: the owner of the agent its arguments name, if the routes know it."""
+    agent = (message.get("args") or {}).get("agentId")
+    return by_agent.get(agent) if type(agent) is str else None
+
+
+def _refusal(message: dict[str, Any]) -> bytes:
+    """The answer to a call the routes cannot place."""
+    refusal = {"type": "error", "id": message.get("id"), "code": "bad-request"}
+    return bytes(msgpack.packb(refusal | {"message": "unknown agent"}))
 
 
 def relay(front: str, routes: dict[str, str], policy: IoThreadPolicy = "batch") -> None:
@@ -103,13 +117,10 @@ def relay(front: str, routes: dict[str, str], policy: IoThreadPolicy = "batch") 
                     message = unpackb(frame)
                     kind = message.get("type")
                     if kind == "call":
-                        agent = (message.get("args") or {}).get("agentId")
-                        backend = by_agent.get(agent) if type(agent) is str else None
+                        backend = _owner(message, by_agent)
                         if backend is None:
-                            refusal = {"type": "error", "id": message.get("id")}
-                            refusal |= {"code": "bad-request", "message": "unknown agent"}
                             send(frontend, peer, more)
-                            send(frontend, packb(refusal))
+                            send(frontend, _refusal(message))
                             continue
                         next_id += 1
                         pending[next_id] = (peer, message["id"])
@@ -157,12 +168,9 @@ async def relay_on_pumps(front: str, routes: dict[str, str], policy: IoThreadPol
         message = unpackb(frames[0])
         kind = message.get("type")
         if kind == "call":
-            agent = (message.get("args") or {}).get("agentId")
-            backend = by_agent.get(agent) if type(agent) is str else None
+            backend = _owner(message, by_agent)
             if backend is None:
-                refusal = {"type": "error", "id": message.get("id")}
-                refusal |= {"code": "bad-request", "message": "unknown agent"}
-                callers.send_nowait(peer, packb(refusal))
+                callers.send_nowait(peer, _refusal(message))
                 return
             next_id += 1
             pending[next_id] = (peer, message["id"])
