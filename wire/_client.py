@@ -306,14 +306,23 @@ class Client:
         if len(frames) != 1:
             return  # a ROUTER never sends this; ignore rather than trust it
         protocol = self._protocol
-        encoded = protocol.receive_encoded(frames[0], self._pump.received_at)
-        if encoded is None:
-            self._apply(protocol.receive_decoded(frames[0], self._pump.received_at))
-            return
-        handle, value = encoded
-        if handle is not None:
-            # Only start_call's handles ask for an encoded result: a relay's, ended here.
+        frame = frames[0]
+        # A relay's calls first (their values stay encoded; no set, no work for other
+        # clients), then any other call's result, then everything else.
+        result = protocol.receive_encoded(frame, self._pump.received_at)
+        if result is None:
+            result = protocol.receive_value(frame, self._pump.received_at)
+            if result is None:
+                self._apply(protocol.receive_decoded(frame, self._pump.received_at))
+                return
+        handle, value = result
+        if handle is None:
+            return  # the call was given up
+        if type(handle) is _Callback:
             handle.on_done(value, None)
+            return
+        self._pump.expecting += 1
+        trio.lowlevel.reschedule(handle, outcome.Value(value))
 
     def _apply(self, events: list[Any]) -> None:
         reschedule = trio.lowlevel.reschedule

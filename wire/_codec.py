@@ -39,7 +39,15 @@ from wire._messages import (
 )
 from wire._shapes import unstructure_default
 
-__all__ = ["MAX_CALL_ID", "decode", "encode", "encode_call", "encode_result", "pack"]
+__all__ = [
+    "MAX_CALL_ID",
+    "decode",
+    "encode",
+    "encode_call",
+    "encode_result",
+    "may_hold_timestamp",
+    "pack",
+]
 
 #: Call ids stay exact in a JavaScript number (2**53 - 1), so a TypeScript client can use them.
 MAX_CALL_ID = 2**53 - 1
@@ -159,7 +167,7 @@ _TIMESTAMP_RUNS = 16
 _FF_RUN = re.compile(rb"\xff+")
 
 
-def _may_hold_timestamp(frame: bytes) -> bool:
+def may_hold_timestamp(frame: bytes) -> bool:
     """Whether a 0xff in ``frame`` may be a timestamp's type byte: right after fixext 4 or 8
     (``d6``, ``d7``), or after the length of ext 8, 16 or 32 (``c7``, ``c8``, ``c9``). None of
     those header bytes is 0xff (a timestamp is 4, 8 or 12 bytes long), so only the first 0xff
@@ -211,7 +219,7 @@ def decode(frame: bytes, *, max_frame_bytes: int) -> Message:
         ) from None
     # msgpack builds timestamps (ext -1) itself, past ext_hook: look for one only where an
     # ext header can precede a 0xff (the type byte; never in UTF-8).
-    if _may_hold_timestamp(frame) and holds_timestamp(raw):
+    if may_hold_timestamp(frame) and holds_timestamp(raw):
         raise _bad(salvage_call_id(frame), timestamp_refusal(raw))
     if type(raw) is not dict:
         raise _bad(None, f"frame must be a map, got {_type_name(raw)}")

@@ -8,6 +8,9 @@ gives for the decoded value.
 
 A handler whose large result rarely changes (``system/describe``) returns it :class:`Encoded`
 once, and the server answers every call with those bytes.
+
+A client reads the same layout with :func:`read_result`: the id from the bytes, the value with
+one decode by :func:`~wire._codec.decode`'s rules, and no message object in between.
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ from typing import Any
 import attrs
 import msgpack
 
-from wire._codec import MAX_CALL_ID, decode, encode_result, pack
+from wire._codec import MAX_CALL_ID, decode, encode_result, may_hold_timestamp, pack
 from wire._errors import LocalProtocolError, RemoteProtocolError
+from wire._extension_types import holds_timestamp, refuse_extension_type
 
-__all__ = ["Encoded", "encode_encoded_result", "split_result"]
+__all__ = ["Encoded", "encode_encoded_result", "read_result", "split_result"]
 
 
 @attrs.frozen
@@ -76,18 +80,15 @@ def split_result(frame: bytes) -> tuple[int, bytes] | None:
     decoding it once, which costs less than skipping it with an unpacker; a large one is
     skipped over). Its shape is the final receiver's to check.
     """
-    if frame.startswith(_RESULT_HEAD):
-        split = _split_as_encoded(frame)
-        if split is not None:
-            return split
-    return _split_any(frame)
+    split = _split_as_encoded(frame)
+    return split if split is not None else _split_any(frame)
 
 
-def _split_as_encoded(frame: bytes) -> tuple[int, bytes] | None:
-    """The split of a frame laid out as this codec writes a result (type, id, value, in that
-    order); ``None`` when it is laid out otherwise or its value is not one whole msgpack
-    object, and :func:`_split_any` decides. Nearly every result a relay sees is such a frame,
-    and this reads it in a few byte comparisons."""
+def _value_at(frame: bytes) -> tuple[int, int] | None:
+    """The call id of a frame laid out as this codec writes a result (type, id, value, in that
+    order) and where its value starts; ``None`` for any other layout."""
+    if not frame.startswith(_RESULT_HEAD):
+        return None
     at = len(_RESULT_HEAD)
     if len(frame) <= at:
         return None
@@ -103,7 +104,40 @@ def _split_as_encoded(frame: bytes) -> tuple[int, bytes] | None:
         at += 1 + size
     if call_id > MAX_CALL_ID or not frame.startswith(_VALUE_KEY, at):
         return None
-    value = frame[at + len(_VALUE_KEY) :]
+    return call_id, at + len(_VALUE_KEY)
+
+
+def read_result(frame: bytes) -> tuple[int, Any] | None:
+    """The call id and the decoded value of a result frame laid out as this codec writes it,
+    decoded by :func:`~wire._codec.decode`'s rules (string map keys, no extension type, no
+    timestamp); ``None`` for any other frame, which ``decode`` then reads (and rejects, if it
+    is bad). A client's receive path: one decode of the value, no message object."""
+    found = _value_at(frame)
+    if found is None:
+        return None
+    call_id, at = found
+    try:
+        # Raises on a truncated value or on bytes after it.
+        value = msgpack.unpackb(
+            memoryview(frame)[at:], raw=False, strict_map_key=True, ext_hook=refuse_extension_type
+        )
+    except Exception:  # msgpack raises several unrelated types for garbage input
+        return None
+    if may_hold_timestamp(frame) and holds_timestamp(value):
+        return None
+    return call_id, value
+
+
+def _split_as_encoded(frame: bytes) -> tuple[int, bytes] | None:
+    """The split of a frame laid out as this codec writes a result (type, id, value, in that
+    order); ``None`` when it is laid out otherwise or its value is not one whole msgpack
+    object, and :func:`_split_any` decides. Nearly every result a relay sees is such a frame,
+    and this reads it in a few byte comparisons."""
+    found = _value_at(frame)
+    if found is None:
+        return None
+    call_id, at = found
+    value = frame[at:]
     if len(value) > _DECODED_CHECK_BYTES:
         return None
     try:

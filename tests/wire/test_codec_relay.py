@@ -11,7 +11,14 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from wire._codec import MAX_CALL_ID, decode, encode_result
-from wire._codec_relay import Encoded, _split_any, encode_encoded_result, split_result
+from wire._codec_relay import (
+    Encoded,
+    _split_any,
+    encode_encoded_result,
+    read_result,
+    split_result,
+)
+from wire._errors import RemoteProtocolError
 from wire._messages import Result
 
 values = st.recursive(
@@ -64,10 +71,49 @@ def test_the_fast_reading_of_a_result_agrees_with_the_general_one(
         assert split_result(frame) == _split_any(frame) is not None
 
 
+def _decoded(frame: bytes) -> tuple[int, Any] | None:
+    """What decode makes of ``frame``, as read_result answers: a result's id and value."""
+    try:
+        message = decode(frame, max_frame_bytes=len(frame) + 1)
+    except RemoteProtocolError:
+        return None
+    return (message.id, message.value) if type(message) is Result else None
+
+
+@given(
+    call_id=st.integers(min_value=0, max_value=2**64 - 1),
+    value=values,
+    cut=st.integers(min_value=0, max_value=64),
+    tail=st.binary(max_size=3),
+)
+@example(call_id=MAX_CALL_ID + 1, value=None, cut=0, tail=b"")
+@example(call_id=7, value=msgpack.ExtType(5, b"ab"), cut=0, tail=b"")
+@example(call_id=7, value=[msgpack.Timestamp(1, 2)], cut=0, tail=b"")
+@example(call_id=7, value={"k": {1: 2}}, cut=0, tail=b"")
+def test_a_clients_quick_reading_of_a_result_agrees_with_decode(
+    call_id: int, value: Any, cut: int, tail: bytes
+) -> None:
+    """Whatever a result frame holds (ids past 2**53, values cut short, bytes after the value,
+    extension types, timestamps, keys that are not strings), the client's quick reading takes
+    it only as decode reads it, and takes every well-formed one; the relay's split takes
+    whatever it takes, so a call whose value is wanted encoded never meets it."""
+    whole = msgpack.packb({"type": "result", "id": call_id, "value": value}, datetime=False)
+    for frame in (whole, whole[: len(whole) - cut], whole + tail):
+        read = read_result(frame)
+        decoded = _decoded(frame)
+        assert read is None or read == decoded
+        if read is not None:
+            split = split_result(frame)
+            assert split is not None and split[0] == read[0]
+    if call_id <= MAX_CALL_ID and _decoded(whole) is not None:
+        assert read_result(whole) == _decoded(whole)
+
+
 def test_an_id_in_a_wider_encoding_than_needed_is_read() -> None:
     """An id packed wider than msgpack's shortest form (uint 8 for 5) still splits."""
     frame = b"\x83\xa4type\xa6result\xa2id\xcc\x05\xa5value\xa1v"
     assert split_result(frame) == (5, msgpack.packb("v"))
+    assert read_result(frame) == (5, "v")
 
 
 @pytest.mark.parametrize(
