@@ -33,6 +33,16 @@ values = st.recursive(
 )
 
 
+#: A result frame's parts: any id msgpack can hold, any value, and how much to cut off its end
+#: or add after it.
+_FRAME_PARTS = {
+    "call_id": st.integers(min_value=0, max_value=2**64 - 1),
+    "value": values,
+    "cut": st.integers(min_value=0, max_value=64),
+    "tail": st.binary(max_size=3),
+}
+
+
 @given(call_id=st.integers(min_value=0, max_value=MAX_CALL_ID), value=values)
 def test_a_result_splits_into_its_id_and_encoded_value_and_joins_back(
     call_id: int, value: Any
@@ -50,12 +60,7 @@ def test_a_result_splits_into_its_id_and_encoded_value_and_joins_back(
     )
 
 
-@given(
-    call_id=st.integers(min_value=0, max_value=2**64 - 1),
-    value=values,
-    cut=st.integers(min_value=0, max_value=64),
-    tail=st.binary(max_size=3),
-)
+@given(**_FRAME_PARTS)
 @example(call_id=MAX_CALL_ID + 1, value=None, cut=0, tail=b"")
 def test_the_fast_reading_of_a_result_agrees_with_the_general_one(
     call_id: int, value: Any, cut: int, tail: bytes
@@ -80,12 +85,7 @@ def _decoded(frame: bytes) -> tuple[int, Any] | None:
     return (message.id, message.value) if type(message) is Result else None
 
 
-@given(
-    call_id=st.integers(min_value=0, max_value=2**64 - 1),
-    value=values,
-    cut=st.integers(min_value=0, max_value=64),
-    tail=st.binary(max_size=3),
-)
+@given(**_FRAME_PARTS)
 @example(call_id=MAX_CALL_ID + 1, value=None, cut=0, tail=b"")
 @example(call_id=7, value=msgpack.ExtType(5, b"ab"), cut=0, tail=b"")
 @example(call_id=7, value=[msgpack.Timestamp(1, 2)], cut=0, tail=b"")
