@@ -195,8 +195,8 @@ class ClientProtocol:
         :meth:`receive_encoded` did not take it: the call's handle (``None`` if the call was
         given up) and the decoded value, as :meth:`receive` would resolve it. ``None`` for any
         other frame, which :meth:`receive_decoded` then reads. Nearly every frame a client
-        reads: one decode of the value, and no message, event list or event (a sixth of a
-        busy client's CPU per call)."""
+        reads: one decode of the value, and no message, event list or event (about a tenth
+        of a busy client's CPU per call)."""
         if len(frame) > self.max_frame_bytes:
             return None
         read = read_result(frame)
