@@ -307,8 +307,8 @@ class Client:
             return  # a ROUTER never sends this; ignore rather than trust it
         protocol = self._protocol
         frame = frames[0]
-        # A relay's calls first (their values stay encoded; no set, no work for other
-        # clients), then any other call's result, then everything else.
+        # A relay's calls first (their values stay encoded; for any other client this returns
+        # at once), then any other call's result, then everything else.
         result = protocol.receive_encoded(frame, self._pump.received_at)
         if result is None:
             result = protocol.receive_value(frame, self._pump.received_at)
@@ -316,29 +316,25 @@ class Client:
                 self._apply(protocol.receive_decoded(frame, self._pump.received_at))
                 return
         handle, value = result
-        if handle is None:
-            return  # the call was given up
+        if handle is not None:  # else the call was given up
+            self._resolve(handle, value, None)
+
+    def _resolve(self, handle: Any, value: Any, error: WireError | None) -> None:
+        """End a call with its value or error: a callback's, or its waiting task's."""
         if type(handle) is _Callback:
-            handle.on_done(value, None)
+            handle.on_done(value, error)
             return
         self._pump.expecting += 1
-        trio.lowlevel.reschedule(handle, outcome.Value(value))
+        trio.lowlevel.reschedule(
+            handle, outcome.Value(value) if error is None else outcome.Error(error)
+        )
 
     def _apply(self, events: list[Any]) -> None:
-        reschedule = trio.lowlevel.reschedule
         for event in events:
             if type(event) is Resolved:
                 # Nearly every event: checked before the match, whose class patterns cost a
                 # few attribute lookups each.
-                error = event.error
-                if type(event.handle) is _Callback:
-                    event.handle.on_done(event.value, error)
-                    continue
-                self._pump.expecting += 1
-                reschedule(
-                    event.handle,
-                    outcome.Value(event.value) if error is None else outcome.Error(error),
-                )
+                self._resolve(event.handle, event.value, event.error)
                 continue
             match event:
                 case SendFrame(frame):
