@@ -37,7 +37,7 @@ import zmq
 
 from wire import IO_THREAD_POLICIES, IoThreadPolicy, use_io_thread_policy
 
-__all__ = ["LOOPS", "READY_PREFIX", "floor_relay", "relay", "relay_on_pumps"]
+__all__ = ["LOOPS", "READY_PREFIX", "cluster_map", "floor_relay", "relay", "relay_on_pumps"]
 
 READY_PREFIX = "bench-relay-floor: serving on"
 #: How the floor relay runs: one blocking loop, or wire's socket pumps under trio.
@@ -229,7 +229,7 @@ def floor_relay(
     from bench._scaling_load import resolve_routes
 
     routes_file = tmp / "floor-routes.json"
-    cluster = trio.run(_cluster_map, address)
+    cluster = trio.run(cluster_map, address)
     routes_file.write_text(json.dumps(resolve_routes(cluster, agents)))
     argv = [sys.executable, "-m", "bench._relay_floor", f"ipc://{tmp}/floor-{loop}.sock"]
     argv += [str(routes_file), policy, loop]
@@ -248,7 +248,8 @@ def floor_relay(
             process.stdout.close()
 
 
-async def _cluster_map(address: str) -> dict[str, Any]:
+async def cluster_map(address: str) -> dict[str, Any]:
+    """The ``cluster`` entry of the ``system/describe`` of the supervisor at ``address``."""
     from wire import open_client
 
     async with open_client(address) as client:

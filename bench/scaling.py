@@ -294,10 +294,10 @@ def run(settings: argparse.Namespace) -> dict[str, Any]:
             process, address = _start_cluster(workers, tmp, settings.io_threads)
             stack.callback(_stop_cluster, process)
             agents_file = tmp / "agents.json"
-            agents_file.write_text(json.dumps(trio.run(_create_agents, address, tmp)))
+            agents = trio.run(_create_agents, address, tmp)
+            agents_file.write_text(json.dumps(agents))
             clusters[workers] = (process, address, agents_file)
             if settings.relay_floor:
-                agents = json.loads(agents_file.read_text())
                 for loop, name in FLOOR_MODES.items():
                     floor = floor_relay(tmp, address, agents, settings.io_threads, loop)
                     floors[f"echo/{name}/{workers}"] = (*stack.enter_context(floor), workers)

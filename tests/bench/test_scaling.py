@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:  # bench/ is not an installed package (pyproject l
 
 from actors.cluster import rendezvous_owner, shard_of  # noqa: E402
 from bench import scaling  # noqa: E402
-from bench._relay_floor import LOOPS, floor_relay  # noqa: E402
+from bench._relay_floor import LOOPS, cluster_map, floor_relay  # noqa: E402
 from bench._scaling_load import (  # noqa: E402
     ENDPOINTS,
     call_frames,
@@ -184,12 +184,6 @@ def test_routes_follow_the_shard_map_and_refuse_an_unowned_shard() -> None:
         resolve_routes(cluster, agents)
 
 
-async def _cluster_map(address: str) -> dict[str, Any]:
-    async with open_client(address) as client:
-        described = await client.call("system/describe")
-    return dict(described["cluster"])
-
-
 async def _supervisor_calls(address: str) -> int:
     async with open_client(address) as client:
         stats = await client.call("system/stats")
@@ -269,7 +263,7 @@ def test_floor_relay_routes_by_the_shard_map_and_gives_back_the_callers_ids(
                 socket.close()
                 context.term()
         after = trio.run(_supervisor_calls, address)
-        cluster = trio.run(_cluster_map, address)
+        cluster = trio.run(cluster_map, address)
     finally:
         scaling._stop_cluster(process)
     assert len(set(resolve_routes(cluster, agents[:16]).values())) == 2  # both workers answered
