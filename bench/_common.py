@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 import attrs
 import msgpack
+import psutil
 import trio
 import zmq
 from hdrh.histogram import HdrHistogram
@@ -43,7 +44,9 @@ __all__ = [
     "format_ratio",
     "format_table",
     "histogram_summary",
+    "in_flight_levels",
     "latency_summary",
+    "machine_busy_seconds",
     "machine_info",
     "new_histogram",
     "option_changes",
@@ -248,6 +251,17 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds all CPUs of the machine have spent running processes since boot.
+
+    Interrupt and softirq time are left out: loopback networking is processed there on behalf
+    of our own processes without being counted in their CPU times. Linux counts guest time
+    inside user time; steal time is the hypervisor's.
+    """
+    times = psutil.cpu_times()
+    return float(times.user + times.system + getattr(times, "nice", 0.0))
+
+
 def steal_seconds() -> float | None:
     """CPU seconds so far that the hypervisor gave to other guests while this VM's CPUs wanted
     to run (``steal`` in ``/proc/stat``, all CPUs); None where there is no such counter."""
@@ -312,6 +326,8 @@ def plot_png(
     in_flight_label: str = "calls in flight (one connection)",
     cdf_title: str = "latency CDF",
     limits: Mapping[str, float] | None = None,
+    left_axis: tuple[str, str] = ("throughput", "calls/s"),
+    left_limits: Mapping[str, float] | None = None,
 ) -> None:
     """Latency CDFs (log microseconds), beside calls/s against calls in flight if given.
 
@@ -323,6 +339,8 @@ def plot_png(
         in_flight_label: The throughput panel's x-axis label.
         cdf_title: The CDF panel's title.
         limits: Vertical marker lines on the CDF panel, label to microseconds.
+        left_axis: The left panel's title and y-axis label, for a measure other than calls/s.
+        left_limits: Horizontal marker lines on the left panel, label to y value.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -338,10 +356,12 @@ def plot_png(
         every = sorted({n for points in throughput.values() for n in points})
         left.set_xscale("log", base=2)
         left.set_xticks(every, [str(n) for n in every])
+        for label, y in (left_limits or {}).items():
+            left.axhline(y, linestyle="--", color="grey", linewidth=1, label=label)
         left.set_ylim(bottom=0)
         left.set_xlabel(in_flight_label)
-        left.set_ylabel("calls/s")
-        left.set_title("throughput")
+        left.set_title(left_axis[0])
+        left.set_ylabel(left_axis[1])
         left.grid(True, alpha=0.3)
         left.legend(fontsize="small")
     else:
@@ -533,6 +553,17 @@ def bench_parser(
     parser.add_argument("--quick", action="store_true", help=quick_help)
     parser.add_argument("--out", type=Path, default=out, help=out_help)
     return parser
+
+
+def in_flight_levels(text: str) -> tuple[int, ...]:
+    """An ``--in-flight`` option's levels (``1,8,128``): positive, sorted, each once."""
+    try:
+        levels = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers like 1,8,128, got {text!r}") from None
+    if not levels or any(n < 1 for n in levels):
+        raise argparse.ArgumentTypeError("every level must be positive")
+    return tuple(sorted(set(levels)))
 
 
 def option_changes(

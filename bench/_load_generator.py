@@ -26,7 +26,7 @@ from typing import Any
 import psutil
 
 from bench import _load_typescript as typescript
-from bench._common import BenchError
+from bench._common import BenchError, machine_busy_seconds
 from bench._load_jobs import READY, RESULT_PREFIX, Job
 from bench._load_stats import decode_sum, summarize
 
@@ -189,10 +189,10 @@ def run_phase(
             if at_start is not None:
                 at_start()
             cpu_start = monitor.cpu_seconds() if monitor else None
-            busy_start = _machine_busy_seconds()
+            busy_start = machine_busy_seconds()
             _sleep_until(start_ns + int(duration * 1e9))
             cpu_end = monitor.cpu_seconds() if monitor else None
-            busy = _machine_busy_seconds() - busy_start
+            busy = machine_busy_seconds() - busy_start
             peak = monitor.peak_rss_bytes() if monitor else None
             results = [
                 _result_of(job, _collect(p, out, err, duration))
@@ -247,17 +247,6 @@ def merge(results: Sequence[Mapping[str, Any]], duration: float) -> dict[str, An
         "counters": dict(sorted(counters.items())),
         "clientCpuSeconds": round(sum(float(r["cpuSeconds"]) for r in results), 4),
     }
-
-
-def _machine_busy_seconds() -> float:
-    """CPU seconds all CPUs of the machine have spent running processes since boot.
-
-    Interrupt and softirq time are left out: loopback networking is processed there on behalf
-    of our own processes without being counted in their CPU times. Linux counts guest time
-    inside user time; steal time is the hypervisor's.
-    """
-    times = psutil.cpu_times()
-    return float(times.user + times.system + getattr(times, "nice", 0.0))
 
 
 def _sleep_until(deadline_ns: int) -> None:

@@ -2,16 +2,17 @@
 through the supervisor of ``serve --workers 2`` (issue 19, item 1).
 
 ``python -m bench.cancel_storm [--quick] [--modes one,workers] [--repeats N] [--calls A,N,S]
-[--in-flight N] [--out PATH]``
+[--in-flight N[,N...]] [--out PATH]``
 
 For each mode and repeat, a fresh server (``python -m actors serve --endpoint ipc://TMP/s.sock
 --data TMP/data [--workers 2]``) and 8 new agents. A raw DEALER (``bench/_storm.py``) sends
 ``A`` appends, ``N`` notes and ``S`` sleeps (default 2,000, 2,000 and 600), shuffled, at most
-``--in-flight`` (default 32) at a time. Each call is cancelled 0-5 ms after it was sent, or,
+``--in-flight`` (default 32) at a time; several levels (``4,8,16,32``) run every mode at each,
+lowest first. Each call is cancelled 0-5 ms after it was sent, or,
 one in five, carries a 1-5 ms deadline instead; one append in four carries its agent's
 supersede key, so a newer one cancels it.
 
-Measured, over all repeats of a mode:
+Measured, over all repeats of a mode at a level:
 
 - **cancel → terminal frame**: from the client sending a cancel to the call's one terminal
   frame, split by how the call ended: ``cancelled`` or ``deadline-exceeded`` (no effect), or
@@ -27,7 +28,10 @@ Measured, over all repeats of a mode:
   of the server, or of each worker). A run with a false answer fails the benchmark.
 
 Target (issue 19, item 1): through the relay, the cancel's p99 to the terminal frame at most
-5 ms. It is printed with PASS/MISS; the exit status is 0 whenever the run completed.
+5 ms, at each level. A p99 is a latency under a load: on two cores the storm's four processes
+(client, supervisor, two workers) leave the cores idle at 4 in flight and about 90 % busy at
+32, and the sweep shows where the tail stops being the relay's and becomes the queue for a core.
+It is printed with PASS/MISS; the exit status is 0 whenever the run completed.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from __future__ import annotations
 import datetime
 import functools
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -52,7 +57,9 @@ from bench._common import (
     Target,
     bench_parser,
     format_table,
+    in_flight_levels,
     latency_summary,
+    machine_busy_seconds,
     machine_info,
     option_changes,
     plot_png,
@@ -94,7 +101,8 @@ class Settings:
     repeats: int = 3
     #: Appends, notes and sleeps per storm.
     calls: tuple[int, int, int] = (2000, 2000, 600)
-    in_flight: int = 32
+    #: Calls in flight, one run of every mode per level.
+    in_flight: tuple[int, ...] = (32,)
 
     @classmethod
     def quick_run(cls) -> Settings:
@@ -127,8 +135,11 @@ async def _effects(address: str, agents: list[str], tag: str) -> tuple[set[str],
     return await noted_texts(address, agents), await completed_sleeps(workers, tag)
 
 
-def _storm_once(mode: str, repeat: int, settings: Settings, env: dict[str, str]) -> dict[str, Any]:
-    """A fresh server in ``mode``, one storm against it, and what its answers claimed."""
+def _storm_once(
+    mode: str, in_flight: int, repeat: int, settings: Settings, env: dict[str, str]
+) -> dict[str, Any]:
+    """A fresh server in ``mode``, one storm against it with ``in_flight`` calls at a time, and
+    what its answers claimed."""
     workers = MODES[mode]
     appends, notes, sleeps = settings.calls
     with tempfile.TemporaryDirectory(prefix="bench-cancel-storm-") as tmp:
@@ -143,9 +154,11 @@ def _storm_once(mode: str, repeat: int, settings: Settings, env: dict[str, str])
             calls = plan(
                 agents, appends=appends, notes=notes, sleeps=sleeps, tag=tag, seed=19 + repeat
             )
-            started = time.monotonic()
-            sent = storm(endpoint, calls, in_flight=settings.in_flight, settle=0.2)
+            started, busy_before = time.monotonic(), machine_busy_seconds()
+            sent = storm(endpoint, calls, in_flight=in_flight, settle=0.2)
             last = max((s.received for s in sent if s.received is not None), default=started)
+            # Every call has ended by the last frame, so the settle after it adds next to nothing.
+            busy = machine_busy_seconds() - busy_before
             noted, completed = trio.run(_effects, endpoint, agents, tag)
         logged = appended_texts(paths)
     by_endpoint = {
@@ -168,38 +181,46 @@ def _storm_once(mode: str, repeat: int, settings: Settings, env: dict[str, str])
     ]
     if false_answers or any(v.not_one_frame for v in verdicts):
         raise BenchError(
-            f"{mode}: answers that were not the truth: {false_answers[:5]} "
+            f"{mode}, {in_flight} in flight: answers that were not the truth: {false_answers[:5]} "
             f"(calls without exactly one terminal frame: "
             f"{sum(len(v.not_one_frame) for v in verdicts)})"
         )
     return {
         "sent": sent,
         "seconds": round(last - started, 3),
+        "coresBusy": round(busy / (last - started), 2) if last > started else None,
         "codes": {v.kind: v.codes for v in verdicts},
     }
 
 
-def _run_mode(mode: str, settings: Settings, env: dict[str, str]) -> dict[str, Any]:
+def _run_mode(mode: str, in_flight: int, settings: Settings, env: dict[str, str]) -> dict[str, Any]:
     sent: list[Sent] = []
     seconds: list[float] = []
+    cores_busy: list[float | None] = []
     codes: list[dict[str, dict[str, int]]] = []
     for repeat in range(settings.repeats):
-        progress(f"{mode}: storm {repeat + 1} of {settings.repeats}")
-        run = _storm_once(mode, repeat, settings, env)
+        progress(f"{mode}, {in_flight} in flight: storm {repeat + 1} of {settings.repeats}")
+        run = _storm_once(mode, in_flight, repeat, settings, env)
         sent.extend(run["sent"])
         seconds.append(run["seconds"])
+        cores_busy.append(run["coresBusy"])
         codes.append(run["codes"])
     summaries = {
         ended: latency_summary([round(x * 1e9) for x in cancel_latencies(sent, ended)])
         for ended in ("all", "no-effect", "queued", "running", "result")
     }
     all_p99 = summaries["all"]["p99Us"]
-    progress(f"{mode}: cancel → terminal frame p99 {all_p99} µs over {len(sent)} calls")
+    progress(
+        f"{mode}, {in_flight} in flight: cancel → terminal frame p99 {all_p99} µs "
+        f"over {len(sent)} calls"
+    )
     return {
         "mode": mode,
         "workers": MODES[mode],
+        "inFlight": in_flight,
         "calls": len(sent),
         "stormSeconds": seconds,
+        "coresBusy": cores_busy,
         "codes": codes,
         "cancelToTerminal": summaries,
     }
@@ -210,21 +231,15 @@ def run_benchmark(settings: Settings) -> dict[str, Any]:
     started_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     clock, steal, machine = time.perf_counter(), steal_seconds(), machine_info()
     env = server_env(ROOT)
-    modes = {mode: _run_mode(mode, settings, env) for mode in settings.modes}
+    # Level by level, so that the modes of one level run close together in time.
+    runs = [
+        _run_mode(mode, in_flight, settings, env)
+        for in_flight in settings.in_flight
+        for mode in settings.modes
+    ]
     elapsed = time.perf_counter() - clock
     record_steal(machine, steal, elapsed)
-    targets = []
-    if "workers" in modes:
-        p99 = modes["workers"]["cancelToTerminal"]["all"]["p99Us"]
-        targets.append(
-            Target(
-                name="cancel → terminal frame p99 through the relay (--workers 2)",
-                value=None if p99 is None else p99 / 1000,
-                limit=TARGET_P99_MS,
-                comparison="<=",
-                unit=" ms",
-            )
-        )
+    targets = [_relay_target(run) for run in runs if run["mode"] == "workers"]
     appends, notes, sleeps = settings.calls
     return {
         "benchmark": "cancel-storm",
@@ -237,16 +252,28 @@ def run_benchmark(settings: Settings) -> dict[str, Any]:
             "appends": appends,
             "notes": notes,
             "sleeps": sleeps,
-            "inFlight": settings.in_flight,
+            "inFlight": list(settings.in_flight),
             "agents": AGENTS,
             "command": "python -m actors serve --endpoint ipc://TMP/s.sock --data TMP/data "
             "[--workers 2]",
         },
         "machine": machine,
-        "modes": modes,
+        "runs": runs,
         "targets": [t.as_json() for t in targets],
         "allPassed": all(t.passed for t in targets),
     }
+
+
+def _relay_target(run: dict[str, Any]) -> Target:
+    p99 = run["cancelToTerminal"]["all"]["p99Us"]
+    return Target(
+        name="cancel → terminal frame p99 through the relay "
+        f"(--workers 2, {run['inFlight']} in flight)",
+        value=None if p99 is None else p99 / 1000,
+        limit=TARGET_P99_MS,
+        comparison="<=",
+        unit=" ms",
+    )
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -260,20 +287,26 @@ def _ms(us: float | None) -> str:
     return "-" if us is None else f"{us / 1000:.2f}"
 
 
+def _run_label(run: dict[str, Any]) -> str:
+    return f"{run['mode']}, {run['inFlight']} in flight"
+
+
 def render_table(report: dict[str, Any]) -> str:
     config = report["config"]
+    levels = ", ".join(str(n) for n in config["inFlight"])
     lines = [
         f"cancel storm: {config['appends']} appends, {config['notes']} notes, "
-        f"{config['sleeps']} sleeps over {config['agents']} agents, {config['inFlight']} in "
-        f"flight, each cancelled 0-5 ms after sending; {config['repeats']} storm(s) per mode",
+        f"{config['sleeps']} sleeps over {config['agents']} agents, {levels} in "
+        f"flight, each cancelled 0-5 ms after sending; {config['repeats']} storm(s) per mode "
+        "and level",
         "",
     ]
     rows = [["cancel → terminal frame (ms)", "ended", "n", "p50", "p90", "p99", "max"]]
-    for mode, run in report["modes"].items():
+    for run in report["runs"]:
         for ended, summary in run["cancelToTerminal"].items():
             rows.append(
                 [
-                    mode,
+                    _run_label(run),
                     _ENDED_LABELS.get(ended, ended),
                     str(summary["count"]),
                     _ms(summary["p50Us"]),
@@ -283,12 +316,15 @@ def render_table(report: dict[str, Any]) -> str:
                 ]
             )
     lines.append(format_table(rows))
+    if len(config["inFlight"]) > 1:
+        lines.append("")
+        lines.append(format_table(_p99_by_level_rows(report)))
     lines.append("")
     lines.append(
         "storm seconds: "
         + "; ".join(
-            f"{mode} {', '.join(f'{s:.2f}' for s in run['stormSeconds'])}"
-            for mode, run in report["modes"].items()
+            f"{_run_label(run)} {', '.join(f'{s:.2f}' for s in run['stormSeconds'])}"
+            for run in report["runs"]
         )
     )
     lines.append("truth: every answer checked against the logs, notes and endings (none false)")
@@ -298,18 +334,58 @@ def render_table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _p99_by_level(report: dict[str, Any]) -> dict[str, dict[int, float]]:
+    """Per mode, the p99 (ms) of every cancel by calls in flight."""
+    by_mode: dict[str, dict[int, float]] = {}
+    for run in report["runs"]:
+        p99 = run["cancelToTerminal"]["all"]["p99Us"]
+        if p99 is not None:
+            by_mode.setdefault(run["mode"], {})[run["inFlight"]] = p99 / 1000
+    return by_mode
+
+
+def _p99_by_level_rows(report: dict[str, Any]) -> list[list[str]]:
+    """The p99 of every cancel, and how many of the machine's cores were busy during the
+    storms (median), per mode by calls in flight."""
+    levels = report["config"]["inFlight"]
+    rows = [["p99 (ms) by calls in flight", *(str(n) for n in levels)]]
+    for mode, points in _p99_by_level(report).items():
+        rows.append([mode, *(f"{points[n]:.2f}" if n in points else "-" for n in levels)])
+    cores = report["machine"].get("cpuCount") or os.cpu_count()
+    for mode in dict.fromkeys(run["mode"] for run in report["runs"]):
+        busy = {
+            run["inFlight"]: statistics.median(b for b in run["coresBusy"] if b is not None)
+            for run in report["runs"]
+            if run["mode"] == mode and any(b is not None for b in run["coresBusy"])
+        }
+        label = f"{mode}: cores busy (of {cores})"
+        rows.append([label, *(f"{busy[n]:.2f}" if n in busy else "-" for n in levels)])
+    return rows
+
+
 def plot_report(path: Path, report: dict[str, Any]) -> None:
-    cdfs = {
-        f"{mode}: {ended}": run["cancelToTerminal"][ended]["cdf"]
-        for mode, run in report["modes"].items()
-        for ended in ("queued", "running", "result")
-    }
+    """The CDFs by how the call ended (one level), or of every cancel by mode and level beside
+    the p99 against calls in flight (several levels)."""
+    several = len(report["config"]["inFlight"]) > 1
+    if several:
+        cdfs = {_run_label(run): run["cancelToTerminal"]["all"]["cdf"] for run in report["runs"]}
+    else:
+        cdfs = {
+            f"{run['mode']}: {ended}": run["cancelToTerminal"][ended]["cdf"]
+            for run in report["runs"]
+            for ended in ("queued", "running", "result")
+        }
+    target = f"target {TARGET_P99_MS:g} ms"
     plot_png(
         path,
         title="cancel storm: cancel → terminal frame",
         cdfs=cdfs,
-        cdf_title="by mode and by how the call ended",
-        limits={f"target {TARGET_P99_MS:g} ms": TARGET_P99_MS * 1000},
+        throughput=_p99_by_level(report) if several else None,
+        in_flight_label="calls in flight",
+        cdf_title="every cancel, by mode and level" if several else "by mode and how it ended",
+        limits={target: TARGET_P99_MS * 1000},
+        left_axis=("p99 against load", "p99 (ms)"),
+        left_limits={target: TARGET_P99_MS},
     )
 
 
@@ -342,10 +418,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--modes", type=_modes, help="one, workers (default both)")
     parser.add_argument("--repeats", type=int, help="storms per mode (default 3)")
     parser.add_argument("--calls", type=_calls, help="APPENDS,NOTES,SLEEPS (default 2000,2000,600)")
-    parser.add_argument("--in-flight", type=int, help="calls in flight (default 32)")
+    parser.add_argument(
+        "--in-flight",
+        type=in_flight_levels,
+        help="calls in flight, or several levels such as 4,8,16,32 (default 32)",
+    )
     args = parser.parse_args(argv)
     changes = option_changes(
-        parser, args, ("modes", "repeats", "calls", "in_flight"), positive=("repeats", "in_flight")
+        parser, args, ("modes", "repeats", "calls", "in_flight"), positive=("repeats",)
     )
     settings = attrs.evolve(Settings.quick_run() if args.quick else Settings(), **changes)
     report = run_guarded(

@@ -36,6 +36,7 @@ from bench._common import (
     BenchError,
     Stopped,
     bench_parser,
+    in_flight_levels,
     machine_info,
     option_changes,
     progress,
@@ -185,18 +186,8 @@ def run_load(
     return report
 
 
-def _levels(text: str) -> tuple[int, ...]:
-    try:
-        levels = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers like 1,8,128, got {text!r}") from None
-    if not levels or any(n < 1 for n in levels):
-        raise argparse.ArgumentTypeError("every level must be positive")
-    return tuple(sorted(set(levels)))
-
-
 def _levels_or_none(text: str) -> tuple[int, ...]:
-    return () if text.strip() == "none" else _levels(text)
+    return () if text.strip() == "none" else in_flight_levels(text)
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -217,12 +208,12 @@ def _parser() -> argparse.ArgumentParser:
     add("--processes", type=int, help="load-generator processes N (default 2)")
     add(
         "--in-flight",
-        type=_levels,
+        type=in_flight_levels,
         help="echo 64 B levels: calls in flight in all, N x M (default 1,8,32,128,256)",
     )
     add(
         "--per-process",
-        type=_levels,
+        type=in_flight_levels,
         metavar="M,...",
         help="echo 64 B levels as calls in flight per process M (instead of --in-flight)",
     )
@@ -251,7 +242,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     add(
         "--typists",
-        type=_levels,
+        type=in_flight_levels,
         metavar="T,...",
         help="simulated typists: one keystroke phase with fileReferences/list + candidates per "
         "level, e.g. 64,128,256 (default 64; the stand-in runs at the first level)",
