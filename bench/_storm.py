@@ -10,7 +10,7 @@ import heapq
 import random
 import select
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -130,35 +130,38 @@ def storm(
     in_flight: int = 32,
     timeout: float = 120.0,
     settle: float = 0.5,
+    routes: Mapping[str, str] | None = None,
 ) -> list[Sent]:
-    """Send ``calls`` from a raw DEALER (run it in a thread), at most ``in_flight`` at a time,
+    """Send ``calls`` from raw DEALERs (run it in a thread), at most ``in_flight`` at a time,
     each cancelled at its ``cancel_after`` unless answered first; keep every terminal frame,
-    reading ``settle`` seconds past the last one (a second would come by then)."""
+    reading ``settle`` seconds past the last one (a second would come by then).
+
+    A call goes to ``routes[agent]`` (the owner of its agent, for a client that routes by the
+    shard map), else to ``address``; its cancel follows it. One DEALER per endpoint."""
     context = zmq.Context()
-    sock = context.socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.connect(address)
+    endpoints = list(dict.fromkeys([address, *(routes or {}).values()]))
+    sockets: dict[str, zmq.Socket[bytes]] = {}
     by_id = {sent.id: sent for sent, _ in calls}
+    socket_of = {sent.id: (routes or {}).get(sent.agent, address) for sent, _ in calls}
     # The client runs in the test process: a full collection there walks every test module's
     # objects (up to 50 ms measured), a pause of the client that would count as the server's
     # cancel latency. The storm's own objects are few and acyclic.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        sock.send(msgpack.packb({"type": "hello", "versions": [1], "name": "storm"}))
+        for endpoint in endpoints:
+            sock = sockets[endpoint] = context.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(endpoint)
         deadline = time.monotonic() + timeout
-        while True:
-            if time.monotonic() > deadline:
-                raise TimeoutError("no welcome from the server")
-            if sock.poll(100) and msgpack.unpackb(sock.recv())["type"] == "welcome":
-                break
+        for sock in sockets.values():
+            _hello(sock, deadline)
         cancels: list[tuple[float, int]] = []
         open_ids: set[int] = set()
         queue = iter(calls)
         exhausted = False
         last_frame = time.monotonic()
         while time.monotonic() < deadline:
-            now = time.monotonic()
             while not exhausted and len(open_ids) < in_flight:
                 nxt = next(queue, None)
                 if nxt is None:
@@ -166,7 +169,7 @@ def storm(
                     break
                 sent, frame = nxt
                 sent.sent = time.monotonic()
-                sock.send(msgpack.packb(frame))
+                sockets[socket_of[sent.id]].send(msgpack.packb(frame))
                 open_ids.add(sent.id)
                 if sent.cancel_after is not None:
                     heapq.heappush(cancels, (sent.sent + sent.cancel_after, sent.id))
@@ -174,44 +177,55 @@ def storm(
             while cancels and cancels[0][0] <= now:
                 _, call_id = heapq.heappop(cancels)
                 if call_id in open_ids:
-                    sock.send(msgpack.packb({"type": "cancel", "id": call_id, "reason": "caller"}))
+                    cancel = {"type": "cancel", "id": call_id, "reason": "caller"}
+                    sockets[socket_of[call_id]].send(msgpack.packb(cancel))
                     by_id[call_id].cancel_sent = time.monotonic()
             if exhausted and not open_ids and time.monotonic() - last_frame > settle:
                 break
             wait = 0.05 if not cancels else max(0.0, cancels[0][0] - time.monotonic())
-            if not _wait_readable(sock, wait):
-                continue
-            while sock.get(zmq.EVENTS) & zmq.POLLIN:
-                message = msgpack.unpackb(sock.recv())
-                if message["type"] == "ping":
-                    sock.send(msgpack.packb({"type": "pong"}))
-                elif message["type"] in ("result", "error") and message.get("id") in by_id:
-                    sent = by_id[message["id"]]
-                    if not sent.frames:
-                        sent.received = time.monotonic()
-                    sent.frames.append(message)
-                    open_ids.discard(sent.id)
-                    last_frame = time.monotonic()
+            for sock in _wait_readable(list(sockets.values()), wait):
+                while sock.get(zmq.EVENTS) & zmq.POLLIN:
+                    message = msgpack.unpackb(sock.recv())
+                    if message["type"] == "ping":
+                        sock.send(msgpack.packb({"type": "pong"}))
+                    elif message["type"] in ("result", "error") and message.get("id") in by_id:
+                        sent = by_id[message["id"]]
+                        if not sent.frames:
+                            sent.received = time.monotonic()
+                        sent.frames.append(message)
+                        open_ids.discard(sent.id)
+                        last_frame = time.monotonic()
         return [sent for sent, _ in calls]
     finally:
         if collecting:
             gc.enable()
-        sock.close()
+        for sock in sockets.values():
+            sock.close()
         context.term()
 
 
-def _wait_readable(sock: zmq.Socket[bytes], timeout: float) -> bool:
-    """Wait up to ``timeout`` seconds for a message, asleep: ``zmq.poll`` counts whole ms, so a
-    cancel due in under 1 ms made it return at once, and the client spun (most of a core, on
-    the cores the servers share), where ``select`` sleeps to the µs."""
+def _hello(sock: zmq.Socket[bytes], deadline: float) -> None:
+    sock.send(msgpack.packb({"type": "hello", "versions": [1], "name": "storm"}))
+    while True:
+        if time.monotonic() > deadline:
+            raise TimeoutError("no welcome from the server")
+        if sock.poll(100) and msgpack.unpackb(sock.recv())["type"] == "welcome":
+            return
+
+
+def _wait_readable(sockets: list[zmq.Socket[bytes]], timeout: float) -> list[zmq.Socket[bytes]]:
+    """The sockets holding a message, waiting up to ``timeout`` seconds for one, asleep:
+    ``zmq.poll`` counts whole ms, so a cancel due in under 1 ms made it return at once, and the
+    client spun (most of a core, on the cores the servers share), where ``select`` sleeps to
+    the µs."""
     end = time.monotonic() + timeout
-    while not sock.get(zmq.EVENTS) & zmq.POLLIN:
+    while True:
         # The FD signals a change only; EVENTS, just read, re-arms it.
+        ready = [sock for sock in sockets if sock.get(zmq.EVENTS) & zmq.POLLIN]
         left = end - time.monotonic()
-        if left <= 0:
-            return False
-        select.select([sock.FD], [], [], left)
-    return True
+        if ready or left <= 0:
+            return ready
+        select.select([sock.FD for sock in sockets], [], [], left)
 
 
 async def noted_texts(address: str, agents: list[str]) -> set[str]:

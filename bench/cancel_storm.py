@@ -72,6 +72,7 @@ from bench._common import (
     steal_seconds,
     target_rows,
 )
+from bench._scaling_load import resolve_routes
 from bench._storm import (
     Sent,
     appended_texts,
@@ -91,13 +92,13 @@ DEFAULT_OUT = ROOT / "bench" / "results" / "cancel_storm.json"
 #: Issue 19, item 1: the cancel's p99 to its terminal frame through the relay (ms).
 TARGET_P99_MS = 5.0
 AGENTS = 8
-MODES = {"one": 0, "workers": 2}
+MODES = {"one": 0, "workers": 2, "direct": 2}
 
 
 @attrs.frozen(kw_only=True)
 class Settings:
     quick: bool = False
-    modes: tuple[str, ...] = ("one", "workers")
+    modes: tuple[str, ...] = ("one", "workers", "direct")
     repeats: int = 3
     #: Appends, notes and sleeps per storm.
     calls: tuple[int, int, int] = (2000, 2000, 600)
@@ -126,6 +127,24 @@ async def _agents(address: str, cwd: Path) -> tuple[list[str], dict[str, Path]]:
     return agents, paths
 
 
+async def _owners(address: str, agents: list[str]) -> dict[str, str]:
+    """The endpoint of each agent's owning worker, from the supervisor's shard map (as
+    ``open_cluster_client`` routes), once every agent's shard has an owner."""
+    async with open_client(address) as client:
+        for _ in range(100):
+            try:
+                return resolve_routes((await client.call("system/describe"))["cluster"], agents)
+            except RuntimeError:
+                await trio.sleep(0.1)
+    raise BenchError("the shard map named no owner for some agents' shards for 10 s")
+
+
+async def _calls_read(address: str) -> int:
+    """How many calls the server at ``address`` has read (``system/stats``), this one included."""
+    async with open_client(address) as client:
+        return int((await client.call("system/stats"))["callsTotal"])
+
+
 async def _effects(address: str, agents: list[str], tag: str) -> tuple[set[str], set[str]]:
     """The notes the agents hold, and the sleeps (labels with ``tag``) that ran to their end,
     asked of the server, or of each worker (from the shard map of its ``system/describe``)."""
@@ -150,15 +169,18 @@ def _storm_once(
         cwd.mkdir()
         with server_process(argv, ready_prefix=READY_LINE, cwd=ROOT, env=env):
             agents, paths = trio.run(_agents, endpoint, cwd)
+            routes = trio.run(_owners, endpoint, agents) if mode == "direct" else None
             tag = f"{mode}-{repeat}-{os.getpid()}"
             calls = plan(
                 agents, appends=appends, notes=notes, sleeps=sleeps, tag=tag, seed=19 + repeat
             )
+            calls_before = trio.run(_calls_read, endpoint)
             started, busy_before = time.monotonic(), machine_busy_seconds()
-            sent = storm(endpoint, calls, in_flight=in_flight, settle=0.2)
+            sent = storm(endpoint, calls, in_flight=in_flight, settle=0.2, routes=routes)
             last = max((s.received for s in sent if s.received is not None), default=started)
             # Every call has ended by the last frame, so the settle after it adds next to nothing.
             busy = machine_busy_seconds() - busy_before
+            read_at_address = trio.run(_calls_read, endpoint) - calls_before - 1
             noted, completed = trio.run(_effects, endpoint, agents, tag)
         logged = appended_texts(paths)
     by_endpoint = {
@@ -189,6 +211,7 @@ def _storm_once(
         "sent": sent,
         "seconds": round(last - started, 3),
         "coresBusy": round(busy / (last - started), 2) if last > started else None,
+        "readAtAddress": read_at_address,
         "codes": {v.kind: v.codes for v in verdicts},
     }
 
@@ -197,6 +220,7 @@ def _run_mode(mode: str, in_flight: int, settings: Settings, env: dict[str, str]
     sent: list[Sent] = []
     seconds: list[float] = []
     cores_busy: list[float | None] = []
+    read_at_address: list[int] = []
     codes: list[dict[str, dict[str, int]]] = []
     for repeat in range(settings.repeats):
         progress(f"{mode}, {in_flight} in flight: storm {repeat + 1} of {settings.repeats}")
@@ -204,6 +228,7 @@ def _run_mode(mode: str, in_flight: int, settings: Settings, env: dict[str, str]
         sent.extend(run["sent"])
         seconds.append(run["seconds"])
         cores_busy.append(run["coresBusy"])
+        read_at_address.append(run["readAtAddress"])
         codes.append(run["codes"])
     summaries = {
         ended: latency_summary([round(x * 1e9) for x in cancel_latencies(sent, ended)])
@@ -221,6 +246,7 @@ def _run_mode(mode: str, in_flight: int, settings: Settings, env: dict[str, str]
         "calls": len(sent),
         "stormSeconds": seconds,
         "coresBusy": cores_busy,
+        "readAtAddress": read_at_address,
         "codes": codes,
         "cancelToTerminal": summaries,
     }
@@ -415,7 +441,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out=DEFAULT_OUT,
         quick_help="one storm of 460 calls per mode",
     )
-    parser.add_argument("--modes", type=_modes, help="one, workers (default both)")
+    parser.add_argument("--modes", type=_modes, help="one, workers, direct (default all three)")
     parser.add_argument("--repeats", type=int, help="storms per mode (default 3)")
     parser.add_argument("--calls", type=_calls, help="APPENDS,NOTES,SLEEPS (default 2000,2000,600)")
     parser.add_argument(

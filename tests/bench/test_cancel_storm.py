@@ -16,10 +16,11 @@ from tests._processes import run_bench
 def test_quick_run_reports_both_modes_at_each_level_split_by_how_calls_ended(
     tmp_path: Path,
 ) -> None:
-    """``python -m bench.cancel_storm --quick --in-flight 16,4`` storms a plain server and a
-    2-worker cluster at each level (lowest first), checks every answer against what the server
-    did (a false one fails the run), and reports cancel → terminal frame split by outcome, the
-    p99 by level, a target per level through the relay, the JSON report and the PNG."""
+    """``python -m bench.cancel_storm --quick --in-flight 16,4`` storms a plain server, a
+    2-worker cluster through its supervisor and the same cluster's owners directly, at each
+    level (lowest first), checks every answer against what the server did (a false one fails
+    the run), and reports cancel → terminal frame split by outcome, the p99 by level, a target
+    per level through the relay, the JSON report and the PNG."""
     out = tmp_path / "storm.json"
     report, stdout = run_bench(
         "bench.cancel_storm", "--quick", "--in-flight", "16,4", out=out, timeout=240
@@ -29,8 +30,10 @@ def test_quick_run_reports_both_modes_at_each_level_split_by_how_calls_ended(
     assert [(run["mode"], run["inFlight"]) for run in report["runs"]] == [
         ("one", 4),
         ("workers", 4),
+        ("direct", 4),
         ("one", 16),
         ("workers", 16),
+        ("direct", 16),
     ]
     for run in report["runs"]:
         assert run["calls"] == 460
@@ -48,6 +51,10 @@ def test_quick_run_reports_both_modes_at_each_level_split_by_how_calls_ended(
         # How busy the machine's cores were during the storm (tick-rounded: a quick storm
         # lasts a few tens of milliseconds).
         [busy] = run["coresBusy"]
+        # Direct: no call went through the supervisor (the storm's address); else every one
+        # that was not cancelled before it was read.
+        [read] = run["readAtAddress"]
+        assert read == 0 if run["mode"] == "direct" else 400 < read <= 460
         assert 0 < busy <= report["machine"]["cpuCount"] + 1
         codes = run["codes"][0]
         assert codes["append"].get("cancelled", 0) > 0 and codes["append"].get("result", 0) > 0
