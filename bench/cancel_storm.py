@@ -1,16 +1,17 @@
-"""Cancel storm: what a cancelled call's caller is told, and how soon, in one process and
-through the supervisor of ``serve --workers 2`` (issue 19, item 1).
+"""Cancel storm: what a cancelled call's caller is told, and how soon, in one process, through
+the supervisor of ``serve --workers 2``, and straight to its workers (issue 19, item 1).
 
-``python -m bench.cancel_storm [--quick] [--modes one,workers] [--repeats N] [--calls A,N,S]
-[--in-flight N[,N...]] [--out PATH]``
+``python -m bench.cancel_storm [--quick] [--modes one,workers,direct] [--repeats N]
+[--calls A,N,S] [--in-flight N[,N...]] [--out PATH]``
 
 For each mode and repeat, a fresh server (``python -m actors serve --endpoint ipc://TMP/s.sock
 --data TMP/data [--workers 2]``) and 8 new agents. A raw DEALER (``bench/_storm.py``) sends
 ``A`` appends, ``N`` notes and ``S`` sleeps (default 2,000, 2,000 and 600), shuffled, at most
 ``--in-flight`` (default 32) at a time; several levels (``4,8,16,32``) run every mode at each,
-lowest first. Each call is cancelled 0-5 ms after it was sent, or,
-one in five, carries a 1-5 ms deadline instead; one append in four carries its agent's
-supersede key, so a newer one cancels it.
+lowest first. Mode ``direct`` sends each call (and its cancel) to its agent's owning worker by
+the supervisor's shard map, as ``open_cluster_client`` routes, from one DEALER per worker.
+Each call is cancelled 0-5 ms after it was sent, or, one in five, carries a 1-5 ms deadline
+instead; one append in four carries its agent's supersede key, so a newer one cancels it.
 
 Measured, over all repeats of a mode at a level:
 
