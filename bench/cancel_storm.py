@@ -440,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "python -m bench.cancel_storm",
         __doc__,
         out=DEFAULT_OUT,
-        quick_help="one storm of 460 calls per mode",
+        quick_help="one storm of 460 calls per mode and level",
     )
     parser.add_argument("--modes", type=_modes, help="one, workers, direct (default all three)")
     parser.add_argument("--repeats", type=int, help="storms per mode (default 3)")
