@@ -140,8 +140,9 @@ async def _owners(address: str, agents: list[str]) -> dict[str, str]:
     raise BenchError("the shard map named no owner for some agents' shards for 10 s")
 
 
-async def _calls_read(address: str) -> int:
-    """How many calls the server at ``address`` has read (``system/stats``), this one included."""
+async def _calls_admitted(address: str) -> int:
+    """How many calls the server at ``address`` has admitted (``callsTotal`` of ``system/stats``),
+    this one included."""
     async with open_client(address) as client:
         return int((await client.call("system/stats"))["callsTotal"])
 
@@ -175,13 +176,13 @@ def _storm_once(
             calls = plan(
                 agents, appends=appends, notes=notes, sleeps=sleeps, tag=tag, seed=19 + repeat
             )
-            calls_before = trio.run(_calls_read, endpoint)
+            calls_before = trio.run(_calls_admitted, endpoint)
             started, busy_before = time.monotonic(), machine_busy_seconds()
             sent = storm(endpoint, calls, in_flight=in_flight, settle=0.2, routes=routes)
             last = max((s.received for s in sent if s.received is not None), default=started)
             # Every call has ended by the last frame, so the settle after it adds next to nothing.
             busy = machine_busy_seconds() - busy_before
-            read_at_address = trio.run(_calls_read, endpoint) - calls_before - 1
+            admitted_at_address = trio.run(_calls_admitted, endpoint) - calls_before - 1
             noted, completed = trio.run(_effects, endpoint, agents, tag)
         logged = appended_texts(paths)
     by_endpoint = {
@@ -212,7 +213,7 @@ def _storm_once(
         "sent": sent,
         "seconds": round(last - started, 3),
         "coresBusy": round(busy / (last - started), 2) if last > started else None,
-        "readAtAddress": read_at_address,
+        "admittedAtAddress": admitted_at_address,
         "codes": {v.kind: v.codes for v in verdicts},
     }
 
@@ -221,7 +222,7 @@ def _run_mode(mode: str, in_flight: int, settings: Settings, env: dict[str, str]
     sent: list[Sent] = []
     seconds: list[float] = []
     cores_busy: list[float | None] = []
-    read_at_address: list[int] = []
+    admitted_at_address: list[int] = []
     codes: list[dict[str, dict[str, int]]] = []
     for repeat in range(settings.repeats):
         progress(f"{mode}, {in_flight} in flight: storm {repeat + 1} of {settings.repeats}")
@@ -229,7 +230,7 @@ def _run_mode(mode: str, in_flight: int, settings: Settings, env: dict[str, str]
         sent.extend(run["sent"])
         seconds.append(run["seconds"])
         cores_busy.append(run["coresBusy"])
-        read_at_address.append(run["readAtAddress"])
+        admitted_at_address.append(run["admittedAtAddress"])
         codes.append(run["codes"])
     summaries = {
         ended: latency_summary([round(x * 1e9) for x in cancel_latencies(sent, ended)])
@@ -247,7 +248,7 @@ def _run_mode(mode: str, in_flight: int, settings: Settings, env: dict[str, str]
         "calls": len(sent),
         "stormSeconds": seconds,
         "coresBusy": cores_busy,
-        "readAtAddress": read_at_address,
+        "admittedAtAddress": admitted_at_address,
         "codes": codes,
         "cancelToTerminal": summaries,
     }

@@ -274,6 +274,9 @@ class Server:
 
     def _offer(self, record: CallRecord) -> None:
         """Start an admitted call, unless the stage keeps it for later."""
+        # Counted here, once, where it is admitted: a staged call shed before it starts was
+        # in flight as well (protocol §5.3 step 4; ``callsTotal`` of §15).
+        self._calls_total += 1
         if self._observing:
             record.received_at = self._now()
         if not self._stage.offer(record):
@@ -324,7 +327,6 @@ class Server:
         )
 
     def _start(self, record: CallRecord) -> None:
-        self._calls_total += 1
         call = record.call
         endpoint = self.registry.get(call.endpoint)
         failure: WireError | None = None

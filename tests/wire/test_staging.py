@@ -146,8 +146,8 @@ async def test_superseded_calls_waiting_to_be_read_are_shed_before_they_start(
 ) -> None:
     """200 calls, then 100 calls with one supersede key, pipelined while the server is busy:
     the newest keyed call returns its result, nearly all the other keyed calls end
-    ``cancelled`` in state ``queued`` (their handler never ran), and every call gets exactly one
-    terminal frame."""
+    ``cancelled`` in state ``queued`` (their handler never ran), every call gets exactly one
+    terminal frame, and every call counts in ``callsTotal``, shed or run."""
     server, bound, work = await _busy_server(nursery, tmp_path)
     socket = _burst(bound, 300, keyed=range(202, 302))
     try:
@@ -178,6 +178,8 @@ async def test_superseded_calls_waiting_to_be_read_are_shed_before_they_start(
         assert len(shed) >= 95, terminal
         assert sorted(shed + work.ran) == list(range(2, 302))  # shed or ran, never both
         assert 301 in work.ran
+        # Every call was admitted, the shed ones too (protocol §5.3 step 4).
+        assert server.statistics().calls_total == 301
         await server.aclose()
     finally:
         socket.close(linger=0)
