@@ -138,11 +138,12 @@ def storm(
 
     A call goes to ``routes[agent]`` (the owner of its agent, for a client that routes by the
     shard map), else to ``address``; its cancel follows it. One DEALER per endpoint."""
+    routes = routes or {}
     context = zmq.Context()
-    endpoints = list(dict.fromkeys([address, *(routes or {}).values()]))
+    endpoints = list(dict.fromkeys([address, *routes.values()]))
     sockets: dict[str, zmq.Socket[bytes]] = {}
     by_id = {sent.id: sent for sent, _ in calls}
-    socket_of = {sent.id: (routes or {}).get(sent.agent, address) for sent, _ in calls}
+    socket_of = {sent.id: routes.get(sent.agent, address) for sent, _ in calls}
     # The client runs in the test process: a full collection there walks every test module's
     # objects (up to 50 ms measured), a pause of the client that would count as the server's
     # cancel latency. The storm's own objects are few and acyclic.

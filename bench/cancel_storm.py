@@ -73,6 +73,7 @@ from bench._common import (
     steal_seconds,
     target_rows,
 )
+from bench._relay_floor import cluster_map
 from bench._scaling_load import resolve_routes
 from bench._storm import (
     Sent,
@@ -131,12 +132,11 @@ async def _agents(address: str, cwd: Path) -> tuple[list[str], dict[str, Path]]:
 async def _owners(address: str, agents: list[str]) -> dict[str, str]:
     """The endpoint of each agent's owning worker, from the supervisor's shard map (as
     ``open_cluster_client`` routes), once every agent's shard has an owner."""
-    async with open_client(address) as client:
-        for _ in range(100):
-            try:
-                return resolve_routes((await client.call("system/describe"))["cluster"], agents)
-            except RuntimeError:
-                await trio.sleep(0.1)
+    for _ in range(100):
+        try:
+            return resolve_routes(await cluster_map(address), agents)
+        except RuntimeError:
+            await trio.sleep(0.1)
     raise BenchError("the shard map named no owner for some agents' shards for 10 s")
 
 
@@ -219,19 +219,11 @@ def _storm_once(
 
 
 def _run_mode(mode: str, in_flight: int, settings: Settings, env: dict[str, str]) -> dict[str, Any]:
-    sent: list[Sent] = []
-    seconds: list[float] = []
-    cores_busy: list[float | None] = []
-    admitted_at_address: list[int] = []
-    codes: list[dict[str, dict[str, int]]] = []
+    storms = []
     for repeat in range(settings.repeats):
         progress(f"{mode}, {in_flight} in flight: storm {repeat + 1} of {settings.repeats}")
-        run = _storm_once(mode, in_flight, repeat, settings, env)
-        sent.extend(run["sent"])
-        seconds.append(run["seconds"])
-        cores_busy.append(run["coresBusy"])
-        admitted_at_address.append(run["admittedAtAddress"])
-        codes.append(run["codes"])
+        storms.append(_storm_once(mode, in_flight, repeat, settings, env))
+    sent: list[Sent] = [call for one in storms for call in one["sent"]]
     summaries = {
         ended: latency_summary([round(x * 1e9) for x in cancel_latencies(sent, ended)])
         for ended in ("all", "no-effect", "queued", "running", "result")
@@ -246,10 +238,10 @@ def _run_mode(mode: str, in_flight: int, settings: Settings, env: dict[str, str]
         "workers": MODES[mode],
         "inFlight": in_flight,
         "calls": len(sent),
-        "stormSeconds": seconds,
-        "coresBusy": cores_busy,
-        "admittedAtAddress": admitted_at_address,
-        "codes": codes,
+        "stormSeconds": [one["seconds"] for one in storms],
+        "coresBusy": [one["coresBusy"] for one in storms],
+        "admittedAtAddress": [one["admittedAtAddress"] for one in storms],
+        "codes": [one["codes"] for one in storms],
         "cancelToTerminal": summaries,
     }
 
